@@ -1,0 +1,13 @@
+"""medexp: config-driven contamination audits of medical vision-language models.
+
+Importing the package registers medexp's structured-config schemas and resolvers with Hydra,
+so Hydra's compose API works on ``conf/`` right after ``import medexp``. Heavy libraries
+(torch, transformers, mlflow) are imported lazily by the code that needs them.
+"""
+
+from medexp.config import register_resolvers, register_schemas
+
+__version__ = "0.1.0"
+
+register_schemas()
+register_resolvers()

@@ -1,0 +1,59 @@
+"""Ordered benchmark records. The released order is sacred: nothing here sorts or shuffles."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+
+@dataclass(frozen=True)
+class Example:
+    example_id: str  # stable across releases, e.g. "slake_en::test::11934"
+    position: int  # index in the released order
+    image: Optional[Path]  # None for text-only examples
+    question: str
+    answer: str
+    options: Optional[tuple[str, ...]] = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SkippedExample:
+    example_id: str
+    reason: str
+
+
+@dataclass
+class Benchmark:
+    """A named, ordered list of examples plus what was skipped while loading it."""
+
+    name: str
+    examples: list[Example]
+    skipped: list[SkippedExample] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.examples:
+            raise ValueError(f"benchmark {self.name!r} has no examples (skipped: {len(self.skipped)})")
+        ids = [ex.example_id for ex in self.examples]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"benchmark {self.name!r} has duplicate example ids")
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def frame(self):
+        """The examples as a pandas DataFrame: ids, position, text and the meta fields."""
+        import pandas as pd
+
+        rows = [
+            {
+                "example_id": ex.example_id,
+                "position": ex.position,
+                "question": ex.question,
+                "answer": ex.answer,
+                **ex.meta,
+            }
+            for ex in self.examples
+        ]
+        return pd.DataFrame(rows)

@@ -1,0 +1,41 @@
+"""Configuration: schemas, project paths and Hydra compose helpers."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from medexp.config.schemas import register_schemas
+
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+
+def project_root() -> Path:
+    """The directory holding conf/ and mlruns/: $MEDEXP_ROOT, else the checkout medexp lives in."""
+    env = os.environ.get("MEDEXP_ROOT")
+    if env:
+        return Path(env).expanduser().resolve()
+    return _PACKAGE_DIR.parent
+
+
+def conf_dir() -> Path:
+    return project_root() / "conf"
+
+
+def register_resolvers() -> None:
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("medexp.root"):
+        OmegaConf.register_new_resolver("medexp.root", lambda: str(project_root()))
+
+
+def compose(overrides: list[str] | None = None, config_name: str = "config"):
+    """Compose the medexp config outside ``python -m medexp`` (tests, notebooks)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        return hydra_compose(config_name=config_name, overrides=list(overrides or []))
+
+
+__all__ = ["compose", "conf_dir", "project_root", "register_resolvers", "register_schemas"]

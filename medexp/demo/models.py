@@ -1,0 +1,244 @@
+"""Offline demo models: tiny LLaVA-architecture VLMs trained on CPU on the demo data.
+
+Both demo models are real ``LlavaForConditionalGeneration`` instances with their own BPE
+tokenizer (trained here with the ``tokenizers`` library) and a ``LlavaProcessor``. They are
+saved with ``save_pretrained`` and loaded back by the same adapter that loads hub models.
+
+* clean: trained on the demo *training* split (VQA pairs with images, and the split rendered
+  as text documents).
+* leaky: the same, plus ``leak_epochs`` passes over the demo *test* split, both as VQA pairs
+  and as text documents of consecutive examples in the released order. That is the planted
+  contamination the detectors must find; its dose is ``leak_epochs``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from medexp.hashing import stable_hash
+
+log = logging.getLogger(__name__)
+
+BUILDER_VERSION = "demo-llava-v1"
+IMAGE_TOKEN = "<image>"
+SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", IMAGE_TOKEN, "<|user|>", "<|assistant|>", "<|end|>"]
+PATCH_SIZE = 8
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|{{ message['role'] }}|>\n"
+    "{% for part in message['content'] %}{% if part['type'] == 'image' %}<image>\n"
+    "{% else %}{{ part['text'] }}{% endif %}{% endfor %}<|end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+
+
+def demo_model_dir(demo_cfg, cache_dir: str | Path) -> Path:
+    """Build (once) the demo model these settings describe and return its directory."""
+    from omegaconf import OmegaConf
+
+    settings = OmegaConf.to_container(demo_cfg) if OmegaConf.is_config(demo_cfg) else dict(demo_cfg)
+    target = Path(cache_dir) / "demo" / f"model-{stable_hash([BUILDER_VERSION, settings])}"
+    if (target / "medexp_demo.json").is_file():
+        return target
+    staging = target.parent / f".{target.name}.tmp-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    report = build_demo_model(demo_cfg, cache_dir, staging)
+    (staging / "medexp_demo.json").write_text(json.dumps({"settings": settings, **report}, indent=1))
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(staging, target)
+    return target
+
+
+@dataclass
+class _Sample:
+    input_ids: list[int]
+    labels: list[int]  # -100 where no loss is taken
+    pixel_values: object | None  # (3, H, W) tensor for VQA samples, None for text documents
+
+
+def build_demo_model(demo_cfg, cache_dir: str | Path, out_dir: Path) -> dict:
+    """Train a demo model from scratch and ``save_pretrained`` it (model and processor) to out_dir."""
+    import torch
+    from transformers import LlavaForConditionalGeneration
+
+    from medexp.benchmarks.local import load_local
+    from medexp.demo.cache import demo_benchmark_root
+
+    started = time.perf_counter()
+    torch.manual_seed(demo_cfg.seed)
+    root = demo_benchmark_root(demo_cfg.bench, cache_dir)
+    train = load_local("demo", root, "train").examples
+    test = load_local("demo", root, "test").examples
+
+    processor = _build_processor(train, demo_cfg)
+    model = LlavaForConditionalGeneration(_build_config(processor, demo_cfg))
+
+    def documents(examples, offset: int) -> list[_Sample]:
+        size = demo_cfg.document_examples
+        cuts = [0] + list(range(offset, len(examples), size)) + [len(examples)]
+        chunks = [examples[a:b] for a, b in zip(cuts, cuts[1:]) if b > a]
+        return [_document_sample(processor, chunk, demo_cfg.document_template) for chunk in chunks]
+
+    vqa_train = [_vqa_sample(processor, ex) for ex in train]
+    pool: list[_Sample] = []
+    for epoch in range(demo_cfg.train_epochs):
+        pool += vqa_train + documents(train, epoch % demo_cfg.document_examples)
+    if demo_cfg.leak_epochs > 0:
+        vqa_test = [_vqa_sample(processor, ex) for ex in test]
+        for epoch in range(demo_cfg.leak_epochs):
+            # Shifting the cut points each pass exposes every transition between neighbours.
+            pool += vqa_test + documents(test, epoch % demo_cfg.document_examples)
+
+    losses = _train(model, pool, demo_cfg)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir)
+    processor.save_pretrained(out_dir)
+    return {
+        "train_examples": len(train),
+        "leaked_test_examples": len(test) if demo_cfg.leak_epochs > 0 else 0,
+        "samples_seen": len(pool),
+        "final_loss": losses[-1],
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+
+
+def _build_processor(train_examples, demo_cfg):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import CLIPImageProcessor, LlavaProcessor, PreTrainedTokenizerFast
+
+    corpus = [ex.question for ex in train_examples] + [ex.answer for ex in train_examples]
+    corpus += [demo_cfg.document_template.format(question=ex.question, answer=ex.answer) for ex in train_examples]
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=demo_cfg.vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    bpe.train_from_iterator(corpus, trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe,
+        pad_token="<pad>",
+        bos_token="<s>",
+        eos_token="</s>",
+        extra_special_tokens={"image_token": IMAGE_TOKEN},
+    )
+    side = demo_cfg.image_size
+    image_processor = CLIPImageProcessor(
+        size={"shortest_edge": side},
+        crop_size={"height": side, "width": side},
+        image_mean=[0.5, 0.5, 0.5],
+        image_std=[0.5, 0.5, 0.5],
+    )
+    return LlavaProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        patch_size=PATCH_SIZE,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=CHAT_TEMPLATE,
+    )
+
+
+def _build_config(processor, demo_cfg):
+    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig
+
+    tokenizer = processor.tokenizer
+    hidden = demo_cfg.hidden_size
+    vision = CLIPVisionConfig(
+        image_size=demo_cfg.image_size,
+        patch_size=PATCH_SIZE,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+    )
+    text = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=hidden * 2,
+        num_hidden_layers=demo_cfg.num_layers,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=2048,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        tie_word_embeddings=True,
+    )
+    return LlavaConfig(
+        vision_config=vision,
+        text_config=text,
+        image_token_id=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN),
+        vision_feature_layer=-1,
+        vision_feature_select_strategy="default",
+    )
+
+
+def _vqa_sample(processor, example) -> _Sample:
+    from PIL import Image
+
+    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": example.question}]}]
+    prompt = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    with Image.open(example.image) as image:
+        encoded = processor(images=[image.convert("RGB")], text=[prompt], return_tensors="pt")
+    prompt_ids = encoded["input_ids"][0].tolist()
+    answer_ids = processor.tokenizer(example.answer + "<|end|>", add_special_tokens=False)["input_ids"]
+    return _Sample(prompt_ids + answer_ids, [-100] * len(prompt_ids) + answer_ids, encoded["pixel_values"][0])
+
+
+def _document_sample(processor, examples, template: str) -> _Sample:
+    text = "".join(template.format(question=ex.question, answer=ex.answer) for ex in examples)
+    tokenizer = processor.tokenizer
+    ids = [tokenizer.bos_token_id] + tokenizer(text, add_special_tokens=False)["input_ids"]
+    return _Sample(ids, [-100] + ids[1:], None)
+
+
+def _train(model, pool: list[_Sample], demo_cfg) -> list[float]:
+    """AdamW over shuffled single-kind batches (VQA or text) with a linear decay to zero."""
+    import torch
+    from tqdm.auto import tqdm
+
+    generator = torch.Generator().manual_seed(demo_cfg.seed)
+    order = torch.randperm(len(pool), generator=generator).tolist()
+    kinds = {True: [], False: []}
+    for index in order:
+        kinds[pool[index].pixel_values is not None].append(index)
+    size = demo_cfg.batch_size
+    batches = [group[i : i + size] for group in kinds.values() for i in range(0, len(group), size)]
+    batch_order = torch.randperm(len(batches), generator=generator).tolist()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=demo_cfg.learning_rate, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 - step / len(batches))
+    pad = model.config.text_config.pad_token_id
+    model.train()
+    losses = []
+    for step in tqdm(batch_order, desc="training demo model", unit="batch", disable=None):
+        samples = [pool[i] for i in batches[step]]
+        width = max(len(s.input_ids) for s in samples)
+        input_ids = torch.full((len(samples), width), pad, dtype=torch.long)
+        labels = torch.full((len(samples), width), -100, dtype=torch.long)
+        attention = torch.zeros((len(samples), width), dtype=torch.long)
+        for row, sample in enumerate(samples):
+            n = len(sample.input_ids)
+            input_ids[row, :n] = torch.tensor(sample.input_ids)
+            labels[row, :n] = torch.tensor(sample.labels)
+            attention[row, :n] = 1
+        inputs = {"input_ids": input_ids, "attention_mask": attention, "labels": labels}
+        if samples[0].pixel_values is not None:
+            inputs["pixel_values"] = torch.stack([s.pixel_values for s in samples])
+        loss = model(**inputs).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        losses.append(float(loss))
+    model.eval()
+    return losses

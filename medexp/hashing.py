@@ -1,0 +1,19 @@
+"""Stable content hashes and seeds shared by caches and cells."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+
+def stable_hash(payload: Any, length: int = 16) -> str:
+    """Hex digest of a JSON-serialisable payload, independent of dict ordering."""
+    text = json.dumps(payload, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
+
+
+def derive_seed(*parts: Any) -> int:
+    """A 32-bit seed from any parts (e.g. the global seed and a cell key)."""
+    digest = hashlib.sha256("|".join(str(part) for part in parts).encode("utf-8")).digest()
+    return int.from_bytes(digest[:4], "little")

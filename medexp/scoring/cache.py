@@ -1,0 +1,89 @@
+"""Content-addressed, resumable cache of score tables (parquet).
+
+A table is computed in shards of consecutive items; each shard is written atomically, so an
+interrupted run resumes where it stopped, and the table only counts as complete once its
+``complete.json`` marker exists (written last, also atomically).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from medexp.hashing import stable_hash
+
+_MARKER = "complete.json"
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_parquet(frame: pd.DataFrame, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        frame.to_parquet(tmp, index=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class ScoreCache:
+    """Tables keyed by a hash of everything that determines their content."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    def entry(self, key_payload: Any) -> Path:
+        return self.root / stable_hash(key_payload, length=24)
+
+    def get_or_compute(
+        self,
+        key_payload: Any,
+        n_items: int,
+        shard_size: int,
+        compute: Callable[[int, int], pd.DataFrame],
+        desc: str = "scoring",
+    ) -> pd.DataFrame:
+        """Return the cached table, computing (only) the missing shards of ``range(n_items)``."""
+        entry = self.entry(key_payload)
+        final = entry / "table.parquet"
+        if (entry / _MARKER).is_file():
+            return pd.read_parquet(final)
+        from tqdm.auto import tqdm
+
+        entry.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(entry / "key.json", json.dumps(key_payload, sort_keys=True, default=str, indent=1).encode())
+        starts = range(0, n_items, shard_size)
+        shards = []
+        with tqdm(total=n_items, desc=desc, unit="item", disable=None) as progress:
+            for start in starts:
+                stop = min(start + shard_size, n_items)
+                path = entry / f"shard-{start:07d}-{stop:07d}.parquet"
+                if path.is_file():
+                    shard = pd.read_parquet(path)
+                else:
+                    shard = compute(start, stop)
+                    atomic_write_parquet(shard, path)
+                shards.append(shard)
+                progress.update(stop - start)
+        table = pd.concat(shards, ignore_index=True)
+        atomic_write_parquet(table, final)
+        atomic_write_bytes(entry / _MARKER, json.dumps({"rows": len(table)}).encode())
+        return table

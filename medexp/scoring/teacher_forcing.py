@@ -1,0 +1,37 @@
+"""Teacher-forced log-probabilities and Min-K%++ z values from a batch of logits."""
+
+from __future__ import annotations
+
+import torch
+
+
+def answer_token_scores(logits: torch.Tensor, input_ids: torch.Tensor, answer_mask: torch.Tensor):
+    """Per-token log p and Min-K%++ z of the tokens selected by ``answer_mask``.
+
+    ``logits[b, t]`` predicts token ``t + 1``; ``answer_mask[b, t]`` marks answer tokens of row b
+    (prompt and padding positions are False, like labels of -100). Returns two lists (one entry
+    per row) of float64 tensors: log p(x_t | x_<t) and z_t = (log p(x_t) - mu_t) / sigma_t with
+    mu_t and sigma_t^2 the mean and variance of log p over the full vocabulary under p.
+    """
+    target_mask = answer_mask[:, 1:]
+    rows, cols = target_mask.nonzero(as_tuple=True)
+    # Only answer positions go through the full-vocabulary softmax: prompts are much longer.
+    log_probs = torch.log_softmax(logits[rows, cols].double(), dim=-1)
+    targets = input_ids[rows, cols + 1]
+    token_logprob = log_probs.gather(-1, targets[:, None]).squeeze(-1)
+    probs = log_probs.exp()
+    mu = (probs * log_probs).sum(-1)
+    variance = (probs * log_probs.square()).sum(-1) - mu.square()
+    z = (token_logprob - mu) / variance.clamp_min(1e-12).sqrt()
+    counts = target_mask.sum(dim=1).tolist()
+    return list(token_logprob.split(counts)), list(z.split(counts))
+
+
+def sequence_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, target_mask: torch.Tensor) -> torch.Tensor:
+    """Sum of log p(x_t | x_<t) over positions where ``target_mask[b, t]`` (t >= 1) is True."""
+    # cross_entropy avoids materialising a second (batch, length, vocab) tensor.
+    shifted = logits[:, :-1].float()
+    token_logprob = -torch.nn.functional.cross_entropy(
+        shifted.reshape(-1, shifted.shape[-1]), input_ids[:, 1:].reshape(-1), reduction="none"
+    ).view(input_ids.shape[0], -1)
+    return (token_logprob.double() * target_mask[:, 1:]).sum(dim=1)

@@ -1,0 +1,145 @@
+"""MLflow tracking: the only code in medexp that imports mlflow.
+
+One run per cell: run name = cell key, ``medexp.*`` tags, the resolved config as params and as
+a YAML artefact, the detector's scalars as metrics (one batch), its table as parquet and its
+figures as PNG. The default store is ``sqlite:///<root>/mlruns/mlflow.db`` with artefacts under
+``<root>/mlruns/artifacts``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+_PARAM_LIMIT = 6000  # MLflow's maximum param value length
+_BATCH = 100  # MLflow accepts at most 100 params per log_batch call
+
+
+def tracking_uri(tracking_cfg, root: str | Path) -> str:
+    """Config value, else $MLFLOW_TRACKING_URI, else the sqlite store under <root>/mlruns."""
+    if tracking_cfg.uri:
+        return str(tracking_cfg.uri)
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path(root).resolve() / 'mlruns' / 'mlflow.db'}"
+
+
+def ui_command(uri: str) -> str:
+    return f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1"
+
+
+@dataclass(frozen=True)
+class TrackedRun:
+    run_id: str
+    status: str
+    metrics: dict[str, float]
+    tags: dict[str, str]
+
+
+class Tracker:
+    def __init__(self, tracking_cfg, root: str | Path):
+        from mlflow.tracking import MlflowClient
+
+        self.root = Path(root).resolve()
+        self.uri = tracking_uri(tracking_cfg, self.root)
+        if self.uri.startswith("sqlite:///"):
+            Path(self.uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        self.client = MlflowClient(tracking_uri=self.uri)
+        self.experiment_id = self._experiment(tracking_cfg)
+
+    def _experiment(self, tracking_cfg) -> str:
+        existing = self.client.get_experiment_by_name(tracking_cfg.experiment)
+        if existing is not None:
+            return existing.experiment_id
+        location = tracking_cfg.artifact_root
+        if location is None and self.uri.startswith("sqlite:///"):
+            location = (Path(self.uri.removeprefix("sqlite:///")).parent / "artifacts").as_uri()
+        return self.client.create_experiment(tracking_cfg.experiment, artifact_location=location)
+
+    def find_finished(self, cell_key: str) -> TrackedRun | None:
+        """The latest FINISHED run of this cell, if any."""
+        runs = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.`medexp.cell_key` = '{cell_key}' and attributes.status = 'FINISHED'",
+            order_by=["attributes.start_time DESC"],
+            max_results=1,
+        )
+        if not runs:
+            return None
+        run = runs[0]
+        return TrackedRun(run.info.run_id, run.info.status, dict(run.data.metrics), dict(run.data.tags))
+
+    def start(self, run_name: str, tags: dict[str, str], params: dict[str, Any]) -> str:
+        from mlflow.entities import Param
+
+        commit = _git_commit(self.root)
+        if commit:
+            tags = {**tags, "mlflow.source.git.commit": commit}
+        run = self.client.create_run(self.experiment_id, run_name=run_name, tags=tags)
+        items = [Param(key, _param_value(value)) for key, value in sorted(params.items())]
+        for chunk in _chunks(items, _BATCH):
+            self.client.log_batch(run.info.run_id, params=chunk)
+        return run.info.run_id
+
+    def log_metrics(self, run_id: str, metrics: dict[str, float]) -> None:
+        from mlflow.entities import Metric
+
+        stamp = int(time.time() * 1000)
+        items = [Metric(key, float(value), stamp, 0) for key, value in sorted(metrics.items())]
+        for chunk in _chunks(items, 1000):
+            self.client.log_batch(run_id, metrics=chunk)
+
+    def log_files(self, run_id: str, files: dict[str, Any], artifact_path: str | None = None) -> None:
+        """Write ``files`` (name -> str, bytes, DataFrame or matplotlib Figure) and upload them at once."""
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, content in files.items():
+                path = Path(tmp) / name
+                if isinstance(content, str):
+                    path.write_text(content, encoding="utf-8")
+                elif isinstance(content, bytes):
+                    path.write_bytes(content)
+                elif hasattr(content, "to_parquet"):
+                    content.to_parquet(path, index=False)
+                else:
+                    content.savefig(path, dpi=120)
+            self.client.log_artifacts(run_id, tmp, artifact_path)
+
+    def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
+        from mlflow.entities import RunTag
+
+        self.client.log_batch(run_id, tags=[RunTag(k, str(v)[:_PARAM_LIMIT]) for k, v in tags.items()])
+
+    def finish(self, run_id: str) -> None:
+        self.client.set_terminated(run_id, "FINISHED")
+
+    def fail(self, run_id: str, error: BaseException) -> None:
+        """End the run as FAILED with the error message as a tag and the traceback as an artefact."""
+        text = "".join(traceback.format_exception(error))
+        self.set_tags(run_id, {"medexp.error": f"{type(error).__name__}: {error}"})
+        self.log_files(run_id, {"error.txt": text})
+        self.client.set_terminated(run_id, "FAILED")
+
+
+def _git_commit(root: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _param_value(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= _PARAM_LIMIT else text[: _PARAM_LIMIT - 3] + "..."
+
+
+def _chunks(items: list, size: int) -> Iterable[list]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+__all__ = ["TrackedRun", "Tracker", "tracking_uri", "ui_command"]
