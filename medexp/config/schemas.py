@@ -54,7 +54,6 @@ class DemoModelConfig:
     """How an offline demo model is built (medexp.demo.models)."""
 
     seed: int = 0
-    leak_epochs: int = 0  # passes over the demo test set in released order: the planted dose
     train_epochs: int = 4
     hidden_size: int = 96
     num_layers: int = 2
@@ -66,6 +65,11 @@ class DemoModelConfig:
     document_template: str = "Question: {question}\nAnswer: {answer}\n"
     document_examples: int = 8  # consecutive examples per training document
     bench: DemoBenchConfig = field(default_factory=DemoBenchConfig)  # the data it trains on
+    # Planted contamination: after base training, `leak_epochs` passes over the demo test set
+    # (VQA pairs, and text documents of neighbouring examples in released order). 0 = clean.
+    leak_epochs: int = 0
+    leak_learning_rate: float = 3e-3
+    leak_batch_size: int = 8
 
 
 @dataclass

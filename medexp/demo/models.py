@@ -6,8 +6,9 @@ saved with ``save_pretrained`` and loaded back by the same adapter that loads hu
 
 * clean: trained on the demo *training* split (VQA pairs with images, and the split rendered
   as text documents).
-* leaky: the same, plus ``leak_epochs`` passes over the demo *test* split, both as VQA pairs
-  and as text documents of consecutive examples in the released order. That is the planted
+* leaky: the clean model, trained further for ``leak_epochs`` passes over the demo *test*
+  split, as VQA pairs and as text documents of neighbouring examples in the released order
+  (continued pre-training on a crawl that contained the benchmark). That is the planted
   contamination the detectors must find; its dose is ``leak_epochs``.
 """
 
@@ -29,6 +30,7 @@ BUILDER_VERSION = "demo-llava-v1"
 IMAGE_TOKEN = "<image>"
 SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", IMAGE_TOKEN, "<|user|>", "<|assistant|>", "<|end|>"]
 PATCH_SIZE = 8
+_MANIFEST = "medexp_demo.json"
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|{{ message['role'] }}|>\n"
     "{% for part in message['content'] %}{% if part['type'] == 'image' %}<image>\n"
@@ -38,17 +40,26 @@ CHAT_TEMPLATE = (
 
 
 def demo_model_dir(demo_cfg, cache_dir: str | Path) -> Path:
-    """Build (once) the demo model these settings describe and return its directory."""
+    """Build (once) the demo model these settings describe and return its directory.
+
+    A leaky model starts from the clean model with the same settings, which is built (or
+    reused from the cache) first.
+    """
     from omegaconf import OmegaConf
 
     settings = OmegaConf.to_container(demo_cfg) if OmegaConf.is_config(demo_cfg) else dict(demo_cfg)
+    demo_cfg = OmegaConf.create(settings)
     target = Path(cache_dir) / "demo" / f"model-{stable_hash([BUILDER_VERSION, settings])}"
-    if (target / "medexp_demo.json").is_file():
+    if (target / _MANIFEST).is_file():
         return target
     staging = target.parent / f".{target.name}.tmp-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
-    report = build_demo_model(demo_cfg, cache_dir, staging)
-    (staging / "medexp_demo.json").write_text(json.dumps({"settings": settings, **report}, indent=1))
+    if settings["leak_epochs"] > 0:
+        base = demo_model_dir({**settings, "leak_epochs": 0}, cache_dir)
+        report = _leak_into(demo_cfg, base, cache_dir, staging)
+    else:
+        report = _build_clean(demo_cfg, cache_dir, staging)
+    (staging / _MANIFEST).write_text(json.dumps({"settings": settings, **report}, indent=1))
     shutil.rmtree(target, ignore_errors=True)
     os.replace(staging, target)
     return target
@@ -61,50 +72,72 @@ class _Sample:
     pixel_values: object | None  # (3, H, W) tensor for VQA samples, None for text documents
 
 
-def build_demo_model(demo_cfg, cache_dir: str | Path, out_dir: Path) -> dict:
-    """Train a demo model from scratch and ``save_pretrained`` it (model and processor) to out_dir."""
-    import torch
-    from transformers import LlavaForConditionalGeneration
-
+def _splits(demo_cfg, cache_dir):
     from medexp.benchmarks.local import load_local
     from medexp.demo.cache import demo_benchmark_root
 
+    root = demo_benchmark_root(demo_cfg.bench, cache_dir)
+    return load_local("demo", root, "train").examples, load_local("demo", root, "test").examples
+
+
+def _build_clean(demo_cfg, cache_dir, out_dir: Path) -> dict:
+    """Train a model from scratch on the training split and save it with its processor."""
+    import torch
+    from transformers import LlavaForConditionalGeneration
+
     started = time.perf_counter()
     torch.manual_seed(demo_cfg.seed)
-    root = demo_benchmark_root(demo_cfg.bench, cache_dir)
-    train = load_local("demo", root, "train").examples
-    test = load_local("demo", root, "test").examples
-
+    train, _ = _splits(demo_cfg, cache_dir)
     processor = _build_processor(train, demo_cfg)
     model = LlavaForConditionalGeneration(_build_config(processor, demo_cfg))
-
-    def documents(examples, offset: int) -> list[_Sample]:
-        size = demo_cfg.document_examples
-        cuts = [0] + list(range(offset, len(examples), size)) + [len(examples)]
-        chunks = [examples[a:b] for a, b in zip(cuts, cuts[1:]) if b > a]
-        return [_document_sample(processor, chunk, demo_cfg.document_template) for chunk in chunks]
-
-    vqa_train = [_vqa_sample(processor, ex) for ex in train]
+    vqa = [_vqa_sample(processor, ex) for ex in train]
     pool: list[_Sample] = []
     for epoch in range(demo_cfg.train_epochs):
-        pool += vqa_train + documents(train, epoch % demo_cfg.document_examples)
-    if demo_cfg.leak_epochs > 0:
-        vqa_test = [_vqa_sample(processor, ex) for ex in test]
-        for epoch in range(demo_cfg.leak_epochs):
-            # Shifting the cut points each pass exposes every transition between neighbours.
-            pool += vqa_test + documents(test, epoch % demo_cfg.document_examples)
+        pool += vqa + _documents(processor, train, demo_cfg, offset=epoch)
+    losses = _train(model, pool, demo_cfg.learning_rate, (demo_cfg.batch_size, demo_cfg.batch_size), demo_cfg.seed,
+                    "training demo model")
+    _save(model, processor, out_dir)
+    return {"phase": "clean", "samples_seen": len(pool), "final_loss": losses[-1],
+            "seconds": round(time.perf_counter() - started, 2)}
 
-    losses = _train(model, pool, demo_cfg)
+
+def _leak_into(demo_cfg, base_dir: Path, cache_dir, out_dir: Path) -> dict:
+    """Continue training the clean model on the test split: the planted contamination."""
+    import torch
+    from transformers import AutoProcessor, LlavaForConditionalGeneration
+
+    started = time.perf_counter()
+    torch.manual_seed(demo_cfg.seed + 1)
+    _, test = _splits(demo_cfg, cache_dir)
+    processor = AutoProcessor.from_pretrained(base_dir)
+    model = LlavaForConditionalGeneration.from_pretrained(base_dir)
+    vqa = [_vqa_sample(processor, ex) for ex in test]
+    pool: list[_Sample] = []
+    for epoch in range(demo_cfg.leak_epochs):
+        # Shifting the cut points each pass exposes every transition between neighbours.
+        pool += vqa + _documents(processor, test, demo_cfg, offset=epoch)
+    sizes = (demo_cfg.batch_size, demo_cfg.leak_batch_size)
+    losses = _train(model, pool, demo_cfg.leak_learning_rate, sizes, demo_cfg.seed + 1, "leaking the test set")
+    _save(model, processor, out_dir)
+    return {"phase": "leak", "base": base_dir.name, "leaked_test_examples": len(test), "samples_seen": len(pool),
+            "final_loss": losses[-1], "seconds": round(time.perf_counter() - started, 2)}
+
+
+def _documents(processor, examples, demo_cfg, offset: int) -> list[_Sample]:
+    """The examples as text documents of ``document_examples`` neighbours, in their order."""
+    size = demo_cfg.document_examples
+    cuts = [0] + list(range(offset % size, len(examples), size)) + [len(examples)]
+    return [
+        _document_sample(processor, examples[a:b], demo_cfg.document_template)
+        for a, b in zip(cuts, cuts[1:])
+        if b > a
+    ]
+
+
+def _save(model, processor, out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)
     processor.save_pretrained(out_dir)
-    return {
-        "train_examples": len(train),
-        "leaked_test_examples": len(test) if demo_cfg.leak_epochs > 0 else 0,
-        "samples_seen": len(pool),
-        "final_loss": losses[-1],
-        "seconds": round(time.perf_counter() - started, 2),
-    }
 
 
 def _build_processor(train_examples, demo_cfg):
@@ -201,25 +234,29 @@ def _document_sample(processor, examples, template: str) -> _Sample:
     return _Sample(ids, [-100] + ids[1:], None)
 
 
-def _train(model, pool: list[_Sample], demo_cfg) -> list[float]:
-    """AdamW over shuffled single-kind batches (VQA or text) with a linear decay to zero."""
+def _train(model, pool: list[_Sample], learning_rate: float, batch_sizes: tuple[int, int], seed: int, desc: str):
+    """AdamW over shuffled single-kind batches with a linear decay to zero; returns the losses.
+
+    ``batch_sizes`` is (VQA batch, text-document batch): small document batches mean more
+    updates per pass, which is what memorising an order takes.
+    """
     import torch
     from tqdm.auto import tqdm
 
-    generator = torch.Generator().manual_seed(demo_cfg.seed)
+    generator = torch.Generator().manual_seed(seed)
     order = torch.randperm(len(pool), generator=generator).tolist()
     kinds = {True: [], False: []}
     for index in order:
         kinds[pool[index].pixel_values is not None].append(index)
-    size = demo_cfg.batch_size
-    batches = [group[i : i + size] for group in kinds.values() for i in range(0, len(group), size)]
+    sizes = {True: batch_sizes[0], False: batch_sizes[1]}
+    batches = [group[i : i + sizes[kind]] for kind, group in kinds.items() for i in range(0, len(group), sizes[kind])]
     batch_order = torch.randperm(len(batches), generator=generator).tolist()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=demo_cfg.learning_rate, weight_decay=0.0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 - step / len(batches))
     pad = model.config.text_config.pad_token_id
     model.train()
     losses = []
-    for step in tqdm(batch_order, desc="training demo model", unit="batch", disable=None):
+    for step in tqdm(batch_order, desc=desc, unit="batch", disable=None):
         samples = [pool[i] for i in batches[step]]
         width = max(len(s.input_ids) for s in samples)
         input_ids = torch.full((len(samples), width), pad, dtype=torch.long)
@@ -239,6 +276,6 @@ def _train(model, pool: list[_Sample], demo_cfg) -> list[float]:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
     model.eval()
     return losses

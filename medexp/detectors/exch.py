@@ -49,7 +49,7 @@ def _figure(table: pd.DataFrame, p_value: float):
     colors = ["tab:red" if d > 0 else "tab:blue" for d in table["difference"]]
     axes[0].bar(table["shard"], table["difference"], color=colors)
     axes[0].axhline(0, color="black", linewidth=0.8)
-    axes[0].set(xlabel="shard", ylabel="log p(order under test) - mean log p(shuffled)",
+    axes[0].set(xlabel="shard", ylabel="d = log p(order) - mean log p(shuffled)",
                 title=f"exchangeability: p = {p_value:.3g}")
     axes[1].hist(table["difference"], bins=15, orientation="horizontal", color="gray")
     axes[1].axhline(0, color="black", linewidth=0.8)

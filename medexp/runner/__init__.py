@@ -10,12 +10,15 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from medexp.hashing import stable_hash
 from medexp.runner.cell import Cell
 
 log = logging.getLogger("medexp")
 
 # Model settings that cannot change a score; left out of the score-cache key.
 _SCORE_NEUTRAL_MODEL_KEYS = ("name", "device", "batch_size")
+# Config sections that do not change a cell's result; left out of its fingerprint.
+_RUN_NEUTRAL_KEYS = ("force", "paths", "tracking")
 
 
 @dataclass(frozen=True)
@@ -40,8 +43,11 @@ def run_cell(cfg: DictConfig) -> CellOutcome:
 
     cell = Cell.from_config(cfg)
     tracker = Tracker(cfg.tracking, cfg.paths.root)
+    resolved = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    # Same key but other settings (seed, permutations, ...) is another computation.
+    fingerprint = stable_hash({k: v for k, v in resolved.items() if k not in _RUN_NEUTRAL_KEYS})
     if not cfg.force:
-        done = tracker.find_finished(cell.key)
+        done = tracker.find_finished(cell.key, fingerprint)
         if done is not None:
             return CellOutcome(cell.key, done.run_id, "CACHED", done.metrics)
     seed = cell.seed(cfg.seed)
@@ -54,8 +60,8 @@ def run_cell(cfg: DictConfig) -> CellOutcome:
         "medexp.family": str(cfg.detector.family),
         "medexp.version": _version(),
         "medexp.seed": str(seed),
+        "medexp.config_hash": fingerprint,
     }
-    resolved = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     run_id = tracker.start(cell.key, tags, _flatten(resolved))
     try:
         tracker.log_files(run_id, {"config.yaml": OmegaConf.to_yaml(resolved)})

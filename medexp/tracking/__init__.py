@@ -60,11 +60,14 @@ class Tracker:
             location = (Path(self.uri.removeprefix("sqlite:///")).parent / "artifacts").as_uri()
         return self.client.create_experiment(tracking_cfg.experiment, artifact_location=location)
 
-    def find_finished(self, cell_key: str) -> TrackedRun | None:
-        """The latest FINISHED run of this cell, if any."""
+    def find_finished(self, cell_key: str, config_hash: str) -> TrackedRun | None:
+        """The latest FINISHED run of this cell computed with the same settings, if any."""
         runs = self.client.search_runs(
             [self.experiment_id],
-            filter_string=f"tags.`medexp.cell_key` = '{cell_key}' and attributes.status = 'FINISHED'",
+            filter_string=(
+                f"tags.`medexp.cell_key` = '{cell_key}' and tags.`medexp.config_hash` = '{config_hash}' "
+                "and attributes.status = 'FINISHED'"
+            ),
             order_by=["attributes.start_time DESC"],
             max_results=1,
         )

@@ -1,0 +1,392 @@
+"""The ``demo`` benchmark: SLAKE-like VQA over synthetic scans, generated offline and deterministically.
+
+Every record is one draw of a random process (content type, answer type, template, scan, wording),
+so the released order carries no content structure. ``write_benchmark`` stores a test and a train
+split in the generic ``local`` format (``<root>/<split>.jsonl`` plus ``images/``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from medexp.demo.scans import MAX_LESIONS, MODALITIES, ORGANS, SIDES, ScanSpec, png_bytes, render_scan
+
+GENERATOR_VERSION = "demo-bench-v1"
+IMAGE_SIZE = 96
+CONTENT_TYPES: tuple[str, ...] = ("Modality", "Organ", "Abnormality", "Position", "Quantity")
+FILE_KEYS: tuple[str, ...] = (
+    "id", "image", "question", "answer", "answer_type", "content_type", "modality", "organ"
+)
+
+_CONTENT_WEIGHTS = (0.18, 0.20, 0.27, 0.15, 0.20)
+_OPEN_SHARE = {"Modality": 0.6, "Organ": 0.6, "Abnormality": 0.55, "Position": 0.65, "Quantity": 0.65}
+_MODALITY_WEIGHTS = (0.35, 0.30, 0.20, 0.15)
+# only pairings a clinic would order, weighted so that each organ ends up near 20% overall
+_ORGANS_FOR: dict[str, dict[str, float]] = {
+    "CT": {"brain": 0.2, "lung": 0.25, "liver": 0.25, "kidney": 0.2, "heart": 0.1},
+    "MRI": {"brain": 0.4, "liver": 0.25, "kidney": 0.2, "heart": 0.15},
+    "X-Ray": {"lung": 0.7, "heart": 0.3},
+    "Ultrasound": {"liver": 0.4, "kidney": 0.35, "heart": 0.25},
+}
+_LESION_RATE = 0.5
+_COUNT_WEIGHTS = (0.5, 0.3, 0.2)
+NUMBER_WORDS: tuple[str, ...] = ("zero", "one", "two", "three")
+
+_CONTEXTS = (
+    "in this follow-up study of {a} {age}-year-old",
+    "for {a} {age}-year-old outpatient",
+    "in {a} {age}-year-old {person}",
+    "from the emergency workup of {a} {age}-year-old",
+    "in this screening exam of {a} {age}-year-old {person}",
+    "for {a} {age}-year-old {person} before surgery",
+    "in {a} {age}-year-old {person} with recent symptoms",
+    "during the routine check-up of {a} {age}-year-old",
+    "for {a} {age}-year-old {person} admitted overnight",
+    "in this baseline study of {a} {age}-year-old",
+)
+_PEOPLE = ("man", "woman", "patient")
+_NEUTRAL_NOUNS = ("image", "scan", "study", "picture", "examination")
+_LESION_NOUNS = (
+    ("lesion", "lesions"),
+    ("nodule", "nodules"),
+    ("mass", "masses"),
+    ("focal abnormality", "focal abnormalities"),
+)
+
+# (content type, answer type, rule) -> paraphrases. The rule decides the answer (see _answer);
+# {ctx}/{Ctx} is the clinical context, {desc} names the acquisition, {img} is a neutral noun.
+_TEMPLATES: dict[tuple[str, str, str], tuple[str, ...]] = {
+    ("Modality", "OPEN", "modality"): (
+        "What imaging modality was used for this {img} {ctx}?",
+        "Which modality acquired this {organ} {img} {ctx}?",
+        "By which imaging technique was this {img} of the {organ} obtained {ctx}?",
+        "{Ctx}, which modality produced this {img}?",
+    ),
+    ("Modality", "CLOSED", "modality_is"): (
+        "Was {a_cand} {cand} used to acquire this {img} {ctx}?",
+        "Was this {organ} {img} acquired with {cand} {ctx}?",
+        "Is {cand} the modality of this {img} {ctx}?",
+        "{Ctx}, is this {img} {a_cand} {cand} examination?",
+    ),
+    ("Organ", "OPEN", "organ"): (
+        "Which organ is shown on this {desc} {ctx}?",
+        "What organ does this {desc} mainly depict {ctx}?",
+        "{Ctx}, which organ was imaged on this {desc}?",
+        "Name the organ visible on this {desc} {ctx}.",
+    ),
+    ("Organ", "CLOSED", "organ_is"): (
+        "Does this {desc} {ctx} show the {cand}?",
+        "Is the {cand} the organ imaged on this {desc} {ctx}?",
+        "{Ctx}, is this {desc} focused on the {cand}?",
+    ),
+    ("Abnormality", "OPEN", "status"): (
+        "{Ctx}, is the {organ} on this {desc} normal or abnormal?",
+        "Does the {organ} look normal or abnormal on this {desc} {ctx}?",
+    ),
+    ("Abnormality", "OPEN", "finding"): (
+        "What is the main finding in the {organ} on this {desc} {ctx}?",
+        "{Ctx}, what does this {desc} of the {organ} show?",
+    ),
+    ("Abnormality", "OPEN", "lesion_organ"): (
+        "Which organ contains the lesion on this {desc} {ctx}?",
+        "{Ctx}, in which organ is the abnormality on this {desc}?",
+    ),
+    ("Abnormality", "CLOSED", "has_lesion"): (
+        "Is there a lesion in the {organ} on this {desc} {ctx}?",
+        "Does this {desc} of the {organ} show any abnormality {ctx}?",
+        "{Ctx}, is a focal lesion visible in the {organ}?",
+    ),
+    ("Abnormality", "CLOSED", "is_healthy"): (
+        "Does the {organ} look healthy on this {desc} {ctx}?",
+        "{Ctx}, is the {organ} normal on this {desc}?",
+    ),
+    ("Position", "OPEN", "side"): (
+        "Where {be} the {noun} located within the {organ} on this {desc} {ctx}?",
+        "On which side of the {organ} {be} the {noun} {ctx}?",
+        "{Ctx}, which part of the {organ} contains the {noun}?",
+        "In which direction from the {organ} center {be} the {noun} {ctx}?",
+    ),
+    ("Position", "CLOSED", "side_is"): (
+        "{Be} the {noun} on the {cand} side of the {organ} {ctx}?",
+        "{Ctx}, {be} the {noun} in the {cand} part of the {organ}?",
+        "{Be} the {noun} found in the {cand} portion of the {organ} {ctx}?",
+    ),
+    ("Quantity", "OPEN", "count"): (
+        "How many {nouns} are visible in the {organ} on this {desc} {ctx}?",
+        "{Ctx}, how many {nouns} can be counted in the {organ}?",
+        "What is the number of {nouns} in the {organ} on this {desc} {ctx}?",
+        "Count the {nouns} seen in the {organ} {ctx}.",
+    ),
+    ("Quantity", "CLOSED", "multiple"): (
+        "Is there more than one {noun1} in the {organ} {ctx}?",
+        "{Ctx}, does the {organ} contain multiple {nouns}?",
+    ),
+    ("Quantity", "CLOSED", "count_is"): (
+        "{Be_n} there exactly {cand} {noun_n} in the {organ} on this {desc} {ctx}?",
+        "{Ctx}, does the {organ} contain exactly {cand} {noun_n}?",
+        "Does this {desc} {ctx} show exactly {cand} {noun_n} in the {organ}?",
+    ),
+}
+_NEEDS_LESION = {"lesion_organ", "side", "side_is"}
+_HIDES_ORGAN = {"organ", "organ_is", "lesion_organ"}
+
+
+def generate_records(n: int, seed: int, split: str) -> list[dict[str, Any]]:
+    """Draw ``n`` VQA records in release order; each carries its scan spec under ``"scan"``."""
+    rng = np.random.default_rng(seed)
+    return [_draw_record(rng, split, k) for k in range(n)]
+
+
+def write_benchmark(root: Path, n_test: int = 400, n_train: int = 1200, seed: int = 20261121) -> Path:
+    """Write the test and train splits, their images and a manifest into ``root``; return ``root``.
+
+    Everything is written into a sibling temp dir that is renamed into place at the end, so
+    ``root`` either holds a complete benchmark or does not exist. A complete ``root`` with the
+    same version, seed and counts is returned untouched.
+    """
+    root = Path(root)
+    counts = {"test": n_test, "train": n_train}
+    if _is_complete(root, seed, counts):
+        return root
+    _remove_outdated(root)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = root.parent / f"{root.name}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    try:
+        _write_into(tmp, seed, counts)
+        try:
+            os.rename(tmp, root)
+        except OSError:
+            # another process finished the same benchmark first
+            if _is_complete(root, seed, counts):
+                shutil.rmtree(tmp)
+                return root
+            raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return root
+
+
+def split_seeds(seed: int) -> dict[str, int]:
+    """Independent sub-seeds for the test and train splits, so they share no draws."""
+    test, train = np.random.SeedSequence(seed).spawn(2)
+    return {"test": int(test.generate_state(1)[0]), "train": int(train.generate_state(1)[0])}
+
+
+def _write_into(directory: Path, seed: int, counts: dict[str, int]) -> None:
+    images = directory / "images"
+    images.mkdir(parents=True)
+    digests = {}
+    for split, sub_seed in split_seeds(seed).items():
+        lines = []
+        for record in generate_records(counts[split], sub_seed, split):
+            image = render_scan(ScanSpec(**record["scan"]), IMAGE_SIZE)
+            (directory / record["image"]).write_bytes(png_bytes(image))
+            row = {key: record[key] for key in FILE_KEYS}
+            lines.append(json.dumps(row, sort_keys=False, ensure_ascii=False) + "\n")
+        data = "".join(lines).encode("utf-8")
+        (directory / f"{split}.jsonl").write_bytes(data)
+        digests[f"{split}.jsonl"] = hashlib.sha256(data).hexdigest()
+    manifest = {
+        "generator": GENERATOR_VERSION,
+        "seed": seed,
+        "counts": counts,
+        "image_size": IMAGE_SIZE,
+        "sha256": digests,
+    }
+    # written last: its presence marks the directory as finished
+    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    (directory / "manifest.json").write_text(text, encoding="utf-8")
+
+
+def _read_manifest(root: Path) -> dict[str, Any] | None:
+    try:
+        manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
+def _is_complete(root: Path, seed: int, counts: dict[str, int]) -> bool:
+    manifest = _read_manifest(root)
+    if manifest is None:
+        return False
+    wanted = (GENERATOR_VERSION, seed, counts)
+    if (manifest.get("generator"), manifest.get("seed"), manifest.get("counts")) != wanted:
+        return False
+    digests = manifest.get("sha256") or {}
+    for split in counts:
+        path = root / f"{split}.jsonl"
+        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != digests.get(path.name):
+            return False
+    images = root / "images"
+    return images.is_dir() and sum(1 for _ in os.scandir(images)) == sum(counts.values())
+
+
+def _remove_outdated(root: Path) -> None:
+    """Delete an earlier demo benchmark at ``root``; refuse to delete anything else."""
+    if not root.exists():
+        return
+    if root.is_dir() and not any(root.iterdir()):
+        root.rmdir()
+        return
+    manifest = _read_manifest(root)
+    if manifest is None or not str(manifest.get("generator", "")).startswith("demo-bench"):
+        raise FileExistsError(f"{root} exists and is not a demo benchmark; refusing to overwrite it")
+    shutil.rmtree(root)
+
+
+def _draw_record(rng: np.random.Generator, split: str, k: int) -> dict[str, Any]:
+    content = CONTENT_TYPES[_pick(rng, _CONTENT_WEIGHTS)]
+    answer_type = "OPEN" if rng.random() < _OPEN_SHARE[content] else "CLOSED"
+    choices = [
+        (rule, text)
+        for (kind, answers, rule), texts in _TEMPLATES.items()
+        if (kind, answers) == (content, answer_type)
+        for text in texts
+    ]
+    rule, template = choices[int(rng.integers(len(choices)))]
+    spec = _draw_spec(rng, needs_lesion=rule in _NEEDS_LESION)
+    slots, candidate = _fill_slots(rng, rule, spec)
+    return {
+        "id": f"{k:05d}",  # the loader prefixes "<bench>::<split>::"
+        "image": f"images/{split}_{k:05d}.png",
+        "question": template.format(**slots),
+        "answer": _answer(rule, spec, candidate),
+        "answer_type": answer_type,
+        "content_type": content,
+        "modality": spec.modality,
+        "organ": spec.organ,
+        "scan": asdict(spec),
+    }
+
+
+def _draw_spec(rng: np.random.Generator, needs_lesion: bool) -> ScanSpec:
+    modality = MODALITIES[_pick(rng, _MODALITY_WEIGHTS)]
+    organs = _ORGANS_FOR[modality]
+    organ = list(organs)[_pick(rng, tuple(organs.values()))]
+    lesion = needs_lesion or bool(rng.random() < _LESION_RATE)
+    side = SIDES[int(rng.integers(len(SIDES)))] if lesion else None
+    count = 1 + _pick(rng, _COUNT_WEIGHTS) if lesion else 0
+    seed = int(rng.integers(2**31 - 1))
+    return ScanSpec(modality, organ, lesion, side, count, seed)
+
+
+def _fill_slots(rng: np.random.Generator, rule: str, spec: ScanSpec) -> tuple[dict[str, str], Any]:
+    """Template slot values and the candidate a CLOSED question asks about (None if OPEN)."""
+    age = int(rng.integers(18, 90))
+    article = "an" if age in (11, 18) or 80 <= age <= 89 else "a"
+    phrase = _choice(rng, _CONTEXTS)
+    context = phrase.format(a=article, age=age, person=_choice(rng, _PEOPLE))
+    singular, plural = _LESION_NOUNS[int(rng.integers(len(_LESION_NOUNS)))]
+    noun = plural if spec.lesion_count > 1 else singular
+    slots = {
+        "ctx": context,
+        "Ctx": context[0].upper() + context[1:],
+        "organ": spec.organ,
+        "img": _choice(rng, _NEUTRAL_NOUNS),
+        "desc": _descriptor(rng, spec, hide_organ=rule in _HIDES_ORGAN),
+        "noun": noun,
+        "noun1": singular,
+        "nouns": plural,
+        "be": "are" if spec.lesion_count > 1 else "is",
+        "Be": "Are" if spec.lesion_count > 1 else "Is",
+    }
+    candidate: Any = None
+    if rule == "modality_is":
+        candidate = _candidate(rng, spec.modality, MODALITIES)
+        slots["cand"] = candidate
+        slots["a_cand"] = "a" if candidate == "CT" else "an"
+    elif rule == "organ_is":
+        candidate = _candidate(rng, spec.organ, ORGANS)
+        slots["cand"] = candidate
+    elif rule == "side_is":
+        candidate = _candidate(rng, spec.lesion_side, SIDES)
+        slots["cand"] = candidate
+    elif rule == "count_is":
+        # asking "exactly zero" reads oddly, so candidates are 1..3 and a zero count is a "no"
+        candidate = _candidate(rng, spec.lesion_count, tuple(range(1, MAX_LESIONS + 1)))
+        slots["cand"] = NUMBER_WORDS[candidate]
+        slots["noun_n"] = plural if candidate > 1 else singular
+        slots["Be_n"] = "Are" if candidate > 1 else "Is"
+    return slots, candidate
+
+
+def _descriptor(rng: np.random.Generator, spec: ScanSpec, hide_organ: bool) -> str:
+    """How the image was acquired, e.g. "axial T2-weighted MRI"; never names another organ."""
+    if spec.modality == "CT":
+        windows = ["soft-tissue", "bone"] + (["lung"] if spec.organ == "lung" and not hide_organ else [])
+        view = _choice(rng, ("axial", "coronal", "sagittal"))
+        if rng.random() < 0.3:
+            return f"{_choice(rng, ('contrast-enhanced', 'non-contrast'))} {view} CT"
+        return f"{view} CT with {_choice(rng, windows)} window"
+    if spec.modality == "MRI":
+        sequence = _choice(rng, ("T1-weighted", "T2-weighted", "FLAIR", "contrast-enhanced T1"))
+        return f"{_choice(rng, ('axial', 'coronal', 'sagittal'))} {sequence} MRI"
+    if spec.modality == "X-Ray":
+        return f"{_choice(rng, ('PA', 'AP', 'frontal', 'portable'))} chest X-Ray"
+    return f"{_choice(rng, ('transverse', 'longitudinal', 'oblique', 'bedside'))} ultrasound"
+
+
+def _answer(rule: str, spec: ScanSpec, candidate: Any) -> str:
+    yes_no = {True: "yes", False: "no"}
+    if rule == "modality":
+        return spec.modality
+    if rule in ("organ", "lesion_organ"):
+        return spec.organ
+    if rule == "status":
+        return "abnormal" if spec.lesion else "normal"
+    if rule == "finding":
+        return "focal lesion" if spec.lesion else "no abnormality"
+    if rule == "side":
+        return str(spec.lesion_side)
+    if rule == "count":
+        return NUMBER_WORDS[spec.lesion_count]
+    if rule == "has_lesion":
+        return yes_no[spec.lesion]
+    if rule == "is_healthy":
+        return yes_no[not spec.lesion]
+    if rule == "multiple":
+        return yes_no[spec.lesion_count > 1]
+    if rule == "modality_is":
+        return yes_no[candidate == spec.modality]
+    if rule == "organ_is":
+        return yes_no[candidate == spec.organ]
+    if rule == "side_is":
+        return yes_no[candidate == spec.lesion_side]
+    if rule == "count_is":
+        return yes_no[candidate == spec.lesion_count]
+    raise ValueError(f"unknown answer rule {rule!r}")
+
+
+def _candidate(rng: np.random.Generator, truth: Any, options: tuple[Any, ...]) -> Any:
+    """The true value half of the time (when it is an option), otherwise a wrong one."""
+    if truth in options and rng.random() < 0.5:
+        return truth
+    wrong = [option for option in options if option != truth]
+    return wrong[int(rng.integers(len(wrong)))]
+
+
+def _choice(rng: np.random.Generator, options: tuple[str, ...] | list[str]) -> str:
+    return options[int(rng.integers(len(options)))]
+
+
+def _pick(rng: np.random.Generator, weights: tuple[float, ...]) -> int:
+    """Index drawn with the given weights, by comparing one uniform draw with running sums."""
+    draw = rng.random() * sum(weights)
+    total = 0.0
+    for index, weight in enumerate(weights):
+        total += weight
+        if draw < total:
+            return index
+    return len(weights) - 1
