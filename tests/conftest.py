@@ -1,0 +1,52 @@
+"""Shared fixtures: one demo cache per test session (models are built once), fresh stores."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def demo_cache(tmp_path_factory) -> Path:
+    """A cache directory holding the demo benchmark and both demo models, built once."""
+    import medexp
+    from medexp.config import compose
+    from medexp.models import model_location
+
+    cache = tmp_path_factory.mktemp("medexp-cache")
+    for name in ("demo_clean", "demo_leaky"):
+        cfg = compose([f"model={name}"])
+        model_location(cfg.model, cache)
+    assert medexp  # the import registers the schemas compose relies on
+    return cache
+
+
+@pytest.fixture()
+def tracking_uri(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+
+def run_medexp(*overrides: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    """``python -m medexp`` in a subprocess, exactly as a user runs it."""
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    return subprocess.run(
+        [sys.executable, "-m", "medexp", *overrides],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def parse_summary(stdout: str) -> dict[str, str]:
+    """The fields of the one-line cell summary printed by ``python -m medexp``."""
+    line = next(line for line in stdout.splitlines() if line.startswith("model="))
+    return dict(re.findall(r"(\w+)=(\S+)", line.split("  ", 1)[1]))
