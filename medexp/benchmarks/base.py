@@ -46,13 +46,15 @@ class Benchmark:
         """The examples as a pandas DataFrame: ids, position, text and the meta fields."""
         import pandas as pd
 
+        fixed = ("example_id", "position", "question", "answer")
         rows = [
             {
                 "example_id": ex.example_id,
                 "position": ex.position,
                 "question": ex.question,
                 "answer": ex.answer,
-                **ex.meta,
+                # A source field named like a fixed column keeps its value under meta_<name>.
+                **{(f"meta_{key}" if key in fixed else key): value for key, value in ex.meta.items()},
             }
             for ex in self.examples
         ]

@@ -61,7 +61,9 @@ def image_problem(path: Path) -> str | None:
         return f"missing image {path}"
     try:
         with Image.open(path) as image:
-            image.verify()
+            image.verify()  # structure and checksums
+        with Image.open(path) as image:
+            image.load()  # full decode: verify() does not decode JPEG data
     except (UnidentifiedImageError, OSError, SyntaxError) as error:
         return f"corrupt image {path}: {error}"
     return None

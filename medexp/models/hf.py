@@ -57,7 +57,9 @@ class HFScorer:
     def prompt(self, example: Example) -> str:
         text = self.cfg.prompt_template.format(question=example.question)
         if not self.use_chat:
-            return text
+            # Without a chat template the image placeholder (if the processor has one) leads.
+            image_token = getattr(self.processor, "image_token", None)
+            return f"{image_token}\n{text}" if example.image is not None and image_token else text
         content: list[dict[str, Any]] = [{"type": "image"}] if example.image is not None else []
         content.append({"type": "text", "text": text})
         messages = [{"role": "user", "content": content}]
@@ -166,8 +168,9 @@ class HFScorer:
 
         from medexp.scoring.teacher_forcing import sequence_logprobs
 
-        if not 0 < stride <= context_length:
-            raise ValueError(f"need 0 < stride ({stride}) <= context_length ({context_length})")
+        if not 0 < stride < context_length:
+            # A window must carry at least one token of context into the next one.
+            raise ValueError(f"need 0 < stride ({stride}) < context_length ({context_length})")
         windows = [w for index, text in enumerate(texts) for w in self._windows(index, text, context_length, stride)]
         totals = np.zeros(len(texts), dtype=np.float64)
         for start in range(0, len(windows), batch_size):

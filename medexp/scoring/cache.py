@@ -83,7 +83,7 @@ class ScoreCache:
                     atomic_write_parquet(shard, path)
                 shards.append(shard)
                 progress.update(stop - start)
-        table = pd.concat(shards, ignore_index=True)
-        atomic_write_parquet(table, final)
-        atomic_write_bytes(entry / _MARKER, json.dumps({"rows": len(table)}).encode())
-        return table
+        atomic_write_parquet(pd.concat(shards, ignore_index=True), final)
+        atomic_write_bytes(entry / _MARKER, json.dumps({"rows": sum(len(s) for s in shards)}).encode())
+        # Read back so a fresh, a resumed and a cached table have identical column types.
+        return pd.read_parquet(final)

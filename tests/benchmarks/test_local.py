@@ -1,0 +1,181 @@
+"""The generic JSONL (``local``) benchmark loader and Benchmark."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from medexp.benchmarks.base import Benchmark, Example
+from medexp.benchmarks.local import image_problem, load_local
+from medexp.demo.scans import ScanSpec, png_bytes, render_scan
+
+
+def write_scan(path: Path, seed: int = 0) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(png_bytes(render_scan(ScanSpec("CT", "lung", seed=seed), size=32)))
+
+
+def write_jsonl(path: Path, rows: list) -> None:
+    lines = [row if isinstance(row, str) else json.dumps(row) for row in rows]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+@pytest.fixture
+def bench_root(tmp_path):
+    """Seven lines with ids in non-sorted order; line 3 has a missing image, line 5 a corrupt one."""
+    root = tmp_path / "bench"
+    for name in ("a.png", "b.png", "d.png", "f.png"):
+        write_scan(root / "images" / name, seed=len(name) + ord(name[0]))
+    (root / "images" / "corrupt.png").write_bytes(np.random.default_rng(0).bytes(300))
+    rows = [
+        {"id": "z9", "question": "Q one?", "answer": "yes", "image": "images/a.png", "organ": "lung", "difficulty": 2},
+        {"id": "003", "question": "Q two?", "answer": "no", "image": "images/b.png", "options": ["yes", "no"]},
+        {"id": "m1", "question": "Q three?", "answer": "CT", "image": "images/missing.png"},
+        {"id": "a0", "question": "Q four?", "answer": "left", "image": "images/d.png"},
+        {"id": "k5", "question": "Q five?", "answer": "MRI", "image": "images/corrupt.png"},
+        {"id": "b2", "question": "Text only?", "answer": "two"},
+        {"id": 7, "question": "Q seven?", "answer": 3, "image": "images/f.png", "source": "web"},
+    ]
+    write_jsonl(root / "test.jsonl", rows)
+    return root
+
+
+def test_loads_in_released_order_and_skips_bad_images(bench_root):
+    bench = load_local("mybench", bench_root, "test")
+    ids = [ex.example_id for ex in bench.examples]
+    assert ids == [
+        "mybench::test::z9",
+        "mybench::test::003",
+        "mybench::test::a0",
+        "mybench::test::b2",
+        "mybench::test::7",
+    ]
+    assert [ex.position for ex in bench.examples] == list(range(5))
+    assert len(bench) == 5
+    assert [s.example_id for s in bench.skipped] == ["mybench::test::m1", "mybench::test::k5"]
+    assert bench.skipped[0].reason.startswith("missing image") and "missing.png" in bench.skipped[0].reason
+    assert bench.skipped[1].reason.startswith("corrupt image") and "corrupt.png" in bench.skipped[1].reason
+
+
+def test_example_fields(bench_root):
+    examples = {ex.example_id.split("::")[-1]: ex for ex in load_local("mybench", bench_root, "test").examples}
+    first = examples["z9"]
+    assert first.image == bench_root / "images" / "a.png"
+    assert first.question == "Q one?" and first.answer == "yes"
+    assert first.options is None
+    assert first.meta == {"organ": "lung", "difficulty": 2}
+    assert examples["003"].options == ("yes", "no")
+    assert examples["003"].meta == {}
+    assert examples["b2"].image is None
+    assert examples["7"].answer == "3" and isinstance(examples["7"].answer, str)
+    assert examples["7"].meta == {"source": "web"}
+
+
+@pytest.mark.parametrize("n", [1, 3, 5])
+def test_max_examples_keeps_the_first_n(bench_root, n):
+    full = load_local("mybench", bench_root, "test").examples
+    bench = load_local("mybench", bench_root, "test", max_examples=n)
+    assert bench.examples == full[:n]
+    assert [ex.position for ex in bench.examples] == list(range(n))
+
+
+def test_max_examples_larger_than_file(bench_root):
+    assert len(load_local("mybench", bench_root, "test", max_examples=100)) == 5
+
+
+def test_blank_lines_are_ignored(tmp_path):
+    write_jsonl(tmp_path / "dev.jsonl", ['{"id": 1, "question": "q", "answer": "a"}', "", "   ",
+                                         '{"id": 2, "question": "q2", "answer": "b"}'])
+    bench = load_local("x", tmp_path, "dev")
+    assert [ex.example_id for ex in bench.examples] == ["x::dev::1", "x::dev::2"]
+
+
+@pytest.mark.parametrize("missing", ["id", "question", "answer"])
+def test_missing_required_field_names_file_and_line(tmp_path, missing):
+    row = {"id": "2", "question": "q", "answer": "a"}
+    del row[missing]
+    write_jsonl(tmp_path / "test.jsonl", [{"id": "1", "question": "q", "answer": "a"}, row])
+    with pytest.raises(ValueError) as info:
+        load_local("x", tmp_path, "test")
+    message = str(info.value)
+    assert f"{tmp_path / 'test.jsonl'}:2" in message
+    assert missing in message
+
+
+def test_all_examples_skipped_raises(tmp_path):
+    (tmp_path / "bad.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"garbage" * 20)
+    write_jsonl(tmp_path / "test.jsonl", [
+        {"id": "1", "question": "q", "answer": "a", "image": "nope.png"},
+        {"id": "2", "question": "q", "answer": "a", "image": "bad.png"},
+    ])
+    with pytest.raises(ValueError, match="no examples"):
+        load_local("x", tmp_path, "test")
+
+
+def test_missing_split_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="test.jsonl"):
+        load_local("x", tmp_path, "test")
+
+
+def test_duplicate_ids_rejected(tmp_path):
+    write_jsonl(tmp_path / "test.jsonl", [{"id": "1", "question": "q", "answer": "a"}] * 2)
+    with pytest.raises(ValueError, match="duplicate"):
+        load_local("x", tmp_path, "test")
+
+
+def test_frame_columns(bench_root):
+    frame = load_local("mybench", bench_root, "test").frame()
+    assert list(frame.columns)[:4] == ["example_id", "position", "question", "answer"]
+    assert set(frame.columns) == {"example_id", "position", "question", "answer", "organ", "difficulty", "source"}
+    assert frame["position"].tolist() == list(range(5))
+    assert frame["example_id"].tolist()[0] == "mybench::test::z9"
+    assert frame.loc[0, "organ"] == "lung"
+    assert frame["answer"].tolist() == ["yes", "no", "left", "two", "3"]
+
+
+def test_image_problem(tmp_path):
+    good = tmp_path / "good.png"
+    write_scan(good)
+    assert image_problem(good) is None
+    truncated = tmp_path / "truncated.png"
+    truncated.write_bytes(good.read_bytes()[:-20])
+    assert image_problem(truncated).startswith("corrupt image")
+    assert image_problem(tmp_path / "absent.png").startswith("missing image")
+
+
+def test_truncated_jpeg_is_skipped(tmp_path):
+    pixels = (np.random.default_rng(0).random((64, 64, 3)) * 255).astype("uint8")
+    full = tmp_path / "full.jpg"
+    Image.fromarray(pixels).save(full, quality=90)
+    (tmp_path / "cut.jpg").write_bytes(full.read_bytes()[: full.stat().st_size // 2])
+    with pytest.raises(OSError):  # the scorer cannot use it ...
+        with Image.open(tmp_path / "cut.jpg") as image:
+            image.convert("RGB")
+    write_jsonl(tmp_path / "test.jsonl", [
+        {"id": "ok", "question": "q", "answer": "a", "image": "full.jpg"},
+        {"id": "cut", "question": "q", "answer": "a", "image": "cut.jpg"},
+    ])
+    bench = load_local("x", tmp_path, "test")  # ... so the loader must skip it
+    assert [ex.example_id for ex in bench.examples] == ["x::test::ok"]
+    assert [s.example_id for s in bench.skipped] == ["x::test::cut"]
+
+
+def test_frame_meta_cannot_overwrite_position(tmp_path):
+    write_jsonl(tmp_path / "test.jsonl", [
+        {"id": "a", "question": "q", "answer": "x", "position": 41},
+        {"id": "b", "question": "q", "answer": "y", "position": 40},
+    ])
+    bench = load_local("x", tmp_path, "test")
+    assert [ex.position for ex in bench.examples] == [0, 1]
+    assert bench.frame()["position"].tolist() == [0, 1]
+
+
+def test_benchmark_rejects_empty():
+    with pytest.raises(ValueError, match="no examples"):
+        Benchmark(name="empty", examples=[])
+    bench = Benchmark(name="one", examples=[Example("one::t::1", 0, None, "q", "a")])
+    assert len(bench) == 1 and bench.skipped == []
