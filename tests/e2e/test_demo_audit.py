@@ -90,3 +90,20 @@ def test_failed_cell_is_recorded_and_exits_nonzero(demo_cache, tracking_uri):
     assert run.info.status == "FAILED"
     assert "exch needs 2 <= shards" in run.data.tags["medexp.error"]
     assert "error.txt" in _artifacts(client, run.info.run_id)
+
+
+def test_a_local_checkpoint_loads_through_the_hub_path(demo_cache, tracking_uri):
+    """A save_pretrained directory given as `pretrained` scores exactly like the demo model."""
+    from medexp.config import compose
+    from medexp.models import model_location
+
+    directory = model_location(compose(["model=demo_clean"]).model, demo_cache)
+    common = ("model=demo_clean", "detector=exch_rank", "detector.n_permutations=500")
+    _, demo = _cell(demo_cache, tracking_uri, *common)
+    result, local = _cell(demo_cache, tracking_uri, *common, "model.source=hub", f"model.pretrained={directory}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert local["run_id"] != demo["run_id"]  # other settings: a new run, scored afresh
+    client = MlflowClient(tracking_uri)
+    tables = [pd.read_parquet(client.download_artifacts(s["run_id"], "per_example.parquet")) for s in (demo, local)]
+    pd.testing.assert_frame_equal(tables[0], tables[1], check_exact=True)
+    assert local["p_value"] == demo["p_value"]

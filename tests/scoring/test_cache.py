@@ -131,18 +131,7 @@ def test_missing_marker_means_incomplete_even_with_a_table(tmp_path):
     pd.testing.assert_frame_equal(pd.read_parquet(entry / "table.parquet"), expected_table())
 
 
-def test_list_cells_round_trip_with_equal_values(tmp_path):
-    def compute(start, stop):
-        return pd.DataFrame({"item": range(start, stop), "tokens": [[float(i), -1.5] for i in range(start, stop)]})
-
-    cache = ScoreCache(tmp_path)
-    fresh = cache.get_or_compute(KEY, 5, 2, compute)
-    cached = cache.get_or_compute(KEY, 5, 2, compute)
-    for a, b in zip(fresh["tokens"], cached["tokens"]):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-
-
-def test_list_cells_have_the_same_type_fresh_and_cached(tmp_path):
+def test_list_cells_round_trip_with_equal_values_and_types(tmp_path):
     def compute(start, stop):
         return pd.DataFrame({"item": range(start, stop), "tokens": [[float(i), -1.5] for i in range(start, stop)]})
 
@@ -150,6 +139,8 @@ def test_list_cells_have_the_same_type_fresh_and_cached(tmp_path):
     fresh = cache.get_or_compute(KEY, 5, 2, compute)
     cached = cache.get_or_compute(KEY, 5, 2, compute)
     assert type(fresh["tokens"].iloc[0]) is type(cached["tokens"].iloc[0])
+    for a, b in zip(fresh["tokens"], cached["tokens"]):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 # ---------------------------------------------------------------------------- shard_orders
