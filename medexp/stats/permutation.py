@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
-# Permutations are drawn in blocks of this many rows; fixed so results never depend on memory.
-_BLOCK = 512
+# Permutation statistics are computed in blocks of this many rows.
+_BLOCK = 64
 
 
 @dataclass(frozen=True)
@@ -57,11 +57,14 @@ def rank_exchangeability(
 
     rng = np.random.default_rng(seed)
     null = np.empty(n_permutations, dtype=np.float64)
-    base = np.arange(n)
+    block = np.empty((_BLOCK, n), dtype=np.intp)
     for start in range(0, n_permutations, _BLOCK):
         rows = min(_BLOCK, n_permutations - start)
-        order = rng.permuted(np.tile(base, (rows, 1)), axis=1)
-        null[start : start + rows] = doubled_ranks[order] @ earliness
+        # Drawing the permutations dominates the cost; Generator.permutation row by row is
+        # faster than Generator.permuted on a 2-d block, and the dot products are batched.
+        for row in range(rows):
+            block[row] = rng.permutation(n)
+        null[start : start + rows] = doubled_ranks[block[:rows]] @ earliness
     n_exceed = int(np.count_nonzero(null >= observed))
 
     to_rho = _spearman_from_raw(doubled_ranks, earliness)
