@@ -15,7 +15,6 @@ saved with ``save_pretrained`` and loaded back by the same adapter that loads hu
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 import time
@@ -24,7 +23,6 @@ from pathlib import Path
 
 from medexp.hashing import stable_hash
 
-log = logging.getLogger(__name__)
 
 BUILDER_VERSION = "demo-llava-v1"
 IMAGE_TOKEN = "<image>"

@@ -72,9 +72,11 @@ def run_cell(cfg: DictConfig) -> CellOutcome:
             files[f"{result.table_name}.parquet"] = result.table
         tracker.log_files(run_id, files)
         tracker.finish(run_id)
-    except Exception as error:  # one cell's failure is recorded, never fatal to a sweep
-        log.exception("cell %s failed", cell.key)
-        tracker.fail(run_id, error)
+    except BaseException as error:
+        tracker.fail(run_id, error)  # nothing is left RUNNING, even on Ctrl-C
+        if not isinstance(error, Exception):
+            raise
+        log.exception("cell %s failed", cell.key)  # one cell's failure never stops a sweep
         return CellOutcome(cell.key, run_id, "FAILED", {}, f"{type(error).__name__}: {error}")
     return CellOutcome(cell.key, run_id, "FINISHED", metrics)
 

@@ -85,3 +85,13 @@ def test_import_registers_schemas_for_the_compose_api():
 
     assert medexp.__version__
     assert "config_schema.yaml" in ConfigStore.instance().list("")
+
+
+def test_paths_are_anchored_at_the_project_root_from_any_directory(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "medexp", "--cfg", "job", "--resolve"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    resolved = OmegaConf.create(result.stdout)
+    assert Path(resolved.paths.root) == REPO
+    assert not any(tmp_path.iterdir())  # nothing written where the command was run

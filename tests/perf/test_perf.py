@@ -4,7 +4,6 @@ fast path computes the same thing as its baseline and records the ratio in extra
 
 from __future__ import annotations
 
-import functools
 import time
 
 import numpy as np
