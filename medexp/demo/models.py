@@ -15,6 +15,7 @@ saved with ``save_pretrained`` and loaded back by the same adapter that loads hu
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import time
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from medexp.hashing import stable_hash
 
+log = logging.getLogger(__name__)
 
 BUILDER_VERSION = "demo-llava-v1"
 IMAGE_TOKEN = "<image>"
@@ -54,12 +56,15 @@ def demo_model_dir(demo_cfg, cache_dir: str | Path) -> Path:
     shutil.rmtree(staging, ignore_errors=True)
     if settings["leak_epochs"] > 0:
         base = demo_model_dir({**settings, "leak_epochs": 0}, cache_dir)
+        log.info("building the leaky demo model (%d leak epochs on the test set; once, cached)", settings["leak_epochs"])
         report = _leak_into(demo_cfg, base, cache_dir, staging)
     else:
+        log.info("building the clean demo model (trained on the CPU once, then cached in %s)", target.parent)
         report = _build_clean(demo_cfg, cache_dir, staging)
     (staging / _MANIFEST).write_text(json.dumps({"settings": settings, **report}, indent=1))
     shutil.rmtree(target, ignore_errors=True)
     os.replace(staging, target)
+    log.info("demo model ready in %.0f s: %s", report["seconds"], target)
     return target
 
 

@@ -95,7 +95,6 @@ class HFScorer:
 
     def _score_group(self, group: list[Example]) -> list[dict[str, Any]]:
         import torch
-        from PIL import Image
 
         from medexp.scoring.teacher_forcing import answer_token_scores
 
@@ -106,35 +105,9 @@ class HFScorer:
                 raise ValueError(f"{ex.example_id}: the gold answer {ex.answer!r} tokenises to nothing")
         kwargs: dict[str, Any] = {"text": prompts, "return_tensors": "pt", "padding": True}
         if group[0].image is not None:
-            kwargs["images"] = [_open_rgb(ex.image, Image) for ex in group]
+            kwargs["images"] = [_open_rgb(ex.image) for ex in group]
         encoded = self.processor(**kwargs)
-        prompt_lengths = encoded["attention_mask"].sum(dim=1).tolist()
-        total = max(length + len(ids) for length, (ids, _) in zip(prompt_lengths, answers))
-        batch_size = len(group)
-        prompt_ids = encoded["input_ids"]
-        input_ids = torch.full((batch_size, total), self.pad_id, dtype=prompt_ids.dtype)
-        attention = torch.zeros((batch_size, total), dtype=torch.long)
-        answer_mask = torch.zeros((batch_size, total), dtype=torch.bool)
-        # Per-token processor outputs (token_type_ids, mm_token_type_ids, ...) are widened to
-        # cover the answer; answer tokens are plain text, type 0.
-        per_token = {
-            key: torch.zeros((batch_size, total), dtype=value.dtype)
-            for key, value in encoded.items()
-            if key not in ("input_ids", "attention_mask") and torch.is_tensor(value) and value.shape == prompt_ids.shape
-        }
-        for row, (length, (ids, _)) in enumerate(zip(prompt_lengths, answers)):
-            # Right padding keeps every real token at the same position whatever the batch.
-            prompt_row = prompt_ids[row][encoded["attention_mask"][row].bool()]
-            end = length + len(ids)
-            input_ids[row, :length] = prompt_row
-            input_ids[row, length:end] = torch.tensor(ids, dtype=prompt_ids.dtype)
-            attention[row, :end] = 1
-            answer_mask[row, length:end] = True
-            for key, value in per_token.items():
-                value[row, :length] = encoded[key][row][encoded["attention_mask"][row].bool()]
-        inputs = {key: value for key, value in encoded.items() if key not in per_token and key not in ("input_ids", "attention_mask")}
-        inputs.update(per_token)
-        inputs.update(input_ids=input_ids, attention_mask=attention)
+        inputs, answer_mask = _append_answers(encoded, [ids for ids, _ in answers], self.pad_id)
         inputs = {key: value.to(self.device) if torch.is_tensor(value) else value for key, value in inputs.items()}
         with torch.inference_mode():
             logits = self.model(**inputs).logits
@@ -206,6 +179,40 @@ class HFScorer:
         return windows
 
 
+def _append_answers(encoded, answer_ids: list[list[int]], pad_id: int):
+    """Model inputs of prompt + answer per row, right-padded, and the mask of answer tokens.
+
+    The prompts come from the processor (image tokens expanded, either padding side); right
+    padding keeps every real token at the same position whatever else is in the batch.
+    """
+    import torch
+
+    prompt_ids, prompt_mask = encoded["input_ids"], encoded["attention_mask"].bool()
+    lengths = prompt_mask.sum(dim=1).tolist()
+    rows, width = len(answer_ids), max(n + len(ids) for n, ids in zip(lengths, answer_ids))
+    input_ids = torch.full((rows, width), pad_id, dtype=prompt_ids.dtype)
+    attention = torch.zeros((rows, width), dtype=torch.long)
+    answer_mask = torch.zeros((rows, width), dtype=torch.bool)
+    # Per-token processor outputs (token_type_ids, mm_token_type_ids, ...) are widened to
+    # cover the answer; answer tokens are plain text, type 0.
+    per_token = {
+        key: torch.zeros((rows, width), dtype=value.dtype)
+        for key, value in encoded.items()
+        if key not in ("input_ids", "attention_mask") and torch.is_tensor(value) and value.shape == prompt_ids.shape
+    }
+    for row, (length, ids) in enumerate(zip(lengths, answer_ids)):
+        end = length + len(ids)
+        input_ids[row, :length] = prompt_ids[row][prompt_mask[row]]
+        input_ids[row, length:end] = torch.tensor(ids, dtype=prompt_ids.dtype)
+        attention[row, :end] = 1
+        answer_mask[row, length:end] = True
+        for key, value in per_token.items():
+            value[row, :length] = encoded[key][row][prompt_mask[row]]
+    inputs = {key: value for key, value in encoded.items() if key not in ("input_ids", "attention_mask")}
+    inputs.update(per_token, input_ids=input_ids, attention_mask=attention)
+    return inputs, answer_mask
+
+
 def _pick_device(requested: str) -> str:
     import torch
 
@@ -214,6 +221,8 @@ def _pick_device(requested: str) -> str:
     return requested
 
 
-def _open_rgb(path, image_module):
-    with image_module.open(path) as image:
+def _open_rgb(path):
+    from PIL import Image
+
+    with Image.open(path) as image:
         return image.convert("RGB")

@@ -8,6 +8,7 @@ interrupted run resumes where it stopped, and the table only counts as complete 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -18,6 +19,7 @@ import pandas as pd
 from medexp.hashing import stable_hash
 
 _MARKER = "complete.json"
+log = logging.getLogger(__name__)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -69,6 +71,7 @@ class ScoreCache:
         from tqdm.auto import tqdm
 
         entry.mkdir(parents=True, exist_ok=True)
+        log.info("%s: %d items, cached (resumable) in %s", desc, n_items, entry)
         atomic_write_bytes(entry / "key.json", json.dumps(key_payload, sort_keys=True, default=str, indent=1).encode())
         starts = range(0, n_items, shard_size)
         shards = []
