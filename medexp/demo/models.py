@@ -75,12 +75,24 @@ class _Sample:
     pixel_values: object | None  # (3, H, W) tensor for VQA samples, None for text documents
 
 
-def _splits(demo_cfg, cache_dir):
+def _split(demo_cfg, cache_dir, split: str):
     from medexp.benchmarks.local import load_local
     from medexp.demo.cache import demo_benchmark_root
 
-    root = demo_benchmark_root(demo_cfg.bench, cache_dir)
-    return load_local("demo", root, "train").examples, load_local("demo", root, "test").examples
+    return load_local("demo", demo_benchmark_root(demo_cfg.bench, cache_dir), split).examples
+
+
+def _passes(processor, examples, demo_cfg, epochs: int) -> list[_Sample]:
+    """``epochs`` passes over the examples, as VQA pairs and as text documents of neighbours.
+
+    The document cut points shift with each pass, so every transition between neighbours is
+    seen inside some document.
+    """
+    vqa = [_vqa_sample(processor, ex) for ex in examples]
+    pool: list[_Sample] = []
+    for epoch in range(epochs):
+        pool += vqa + _documents(processor, examples, demo_cfg, offset=epoch)
+    return pool
 
 
 def _build_clean(demo_cfg, cache_dir, out_dir: Path) -> dict:
@@ -90,13 +102,10 @@ def _build_clean(demo_cfg, cache_dir, out_dir: Path) -> dict:
 
     started = time.perf_counter()
     torch.manual_seed(demo_cfg.seed)
-    train, _ = _splits(demo_cfg, cache_dir)
+    train = _split(demo_cfg, cache_dir, "train")
     processor = _build_processor(train, demo_cfg)
     model = LlavaForConditionalGeneration(_build_config(processor, demo_cfg))
-    vqa = [_vqa_sample(processor, ex) for ex in train]
-    pool: list[_Sample] = []
-    for epoch in range(demo_cfg.train_epochs):
-        pool += vqa + _documents(processor, train, demo_cfg, offset=epoch)
+    pool = _passes(processor, train, demo_cfg, demo_cfg.train_epochs)
     losses = _train(model, pool, demo_cfg.learning_rate, (demo_cfg.batch_size, demo_cfg.batch_size), demo_cfg.seed,
                     "training demo model")
     _save(model, processor, out_dir)
@@ -111,14 +120,10 @@ def _leak_into(demo_cfg, base_dir: Path, cache_dir, out_dir: Path) -> dict:
 
     started = time.perf_counter()
     torch.manual_seed(demo_cfg.seed + 1)
-    _, test = _splits(demo_cfg, cache_dir)
+    test = _split(demo_cfg, cache_dir, "test")
     processor = AutoProcessor.from_pretrained(base_dir)
     model = LlavaForConditionalGeneration.from_pretrained(base_dir)
-    vqa = [_vqa_sample(processor, ex) for ex in test]
-    pool: list[_Sample] = []
-    for epoch in range(demo_cfg.leak_epochs):
-        # Shifting the cut points each pass exposes every transition between neighbours.
-        pool += vqa + _documents(processor, test, demo_cfg, offset=epoch)
+    pool = _passes(processor, test, demo_cfg, demo_cfg.leak_epochs)
     sizes = (demo_cfg.batch_size, demo_cfg.leak_batch_size)
     losses = _train(model, pool, demo_cfg.leak_learning_rate, sizes, demo_cfg.seed + 1, "leaking the test set")
     _save(model, processor, out_dir)

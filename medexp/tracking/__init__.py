@@ -46,8 +46,10 @@ class Tracker:
 
         self.root = Path(root).resolve()
         self.uri = tracking_uri(tracking_cfg, self.root)
-        if self.uri.startswith("sqlite:///"):
-            Path(self.uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        # The directory of a sqlite store, which also holds the default artefact root.
+        self._store_dir = Path(self.uri.removeprefix("sqlite:///")).parent if self.uri.startswith("sqlite:///") else None
+        if self._store_dir is not None:
+            self._store_dir.mkdir(parents=True, exist_ok=True)
         self.client = MlflowClient(tracking_uri=self.uri)
         self.experiment_id = self._experiment(tracking_cfg)
 
@@ -56,8 +58,8 @@ class Tracker:
         if existing is not None:
             return existing.experiment_id
         location = tracking_cfg.artifact_root
-        if location is None and self.uri.startswith("sqlite:///"):
-            location = (Path(self.uri.removeprefix("sqlite:///")).parent / "artifacts").as_uri()
+        if location is None and self._store_dir is not None:
+            location = (self._store_dir / "artifacts").as_uri()
         return self.client.create_experiment(tracking_cfg.experiment, artifact_location=location)
 
     def find_finished(self, cell_key: str, config_hash: str) -> TrackedRun | None:
