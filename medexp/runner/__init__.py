@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
 from medexp.hashing import stable_hash
 from medexp.runner.cell import Cell
+from medexp.runner.evaluate import evaluate
 
 log = logging.getLogger("medexp")
 
-# Model settings that cannot change a score; left out of the score-cache key.
-_SCORE_NEUTRAL_MODEL_KEYS = ("name", "device", "batch_size")
 # Config sections that do not change a cell's result; left out of its fingerprint.
 _RUN_NEUTRAL_KEYS = ("force", "paths", "tracking")
 
@@ -65,7 +62,7 @@ def run_cell(cfg: DictConfig) -> CellOutcome:
     run_id = tracker.start(cell.key, tags, _flatten(resolved))
     try:
         tracker.log_files(run_id, {"config.yaml": OmegaConf.to_yaml(resolved)})
-        metrics, result = _evaluate(cfg, seed)
+        metrics, result = evaluate(cfg, seed)
         tracker.log_metrics(run_id, metrics)
         files = {f"{name}.png": figure for name, figure in result.figures.items()}
         if result.table is not None:
@@ -79,38 +76,6 @@ def run_cell(cfg: DictConfig) -> CellOutcome:
         log.exception("cell %s failed", cell.key)  # one cell's failure never stops a sweep
         return CellOutcome(cell.key, run_id, "FAILED", {}, f"{type(error).__name__}: {error}")
     return CellOutcome(cell.key, run_id, "FINISHED", metrics)
-
-
-def _evaluate(cfg: DictConfig, seed: int):
-    from medexp.benchmarks import load_benchmark_from_config
-    from medexp.config.schemas import ExchConfig, ExchRankConfig
-    from medexp.controls import apply_control
-    from medexp.detectors import exch_detector, exch_rank_detector
-    from medexp.models import load_scorer
-    from medexp.scoring import example_scores, shard_order_scores
-
-    cache_dir = Path(cfg.paths.cache_dir)
-    benchmark = load_benchmark_from_config(cfg.bench, cache_dir)
-    if benchmark.skipped:
-        log.warning("%s: skipped %d examples (first: %s)", benchmark.name, len(benchmark.skipped), benchmark.skipped[0].reason)
-    examples = apply_control(cfg.control, benchmark.examples)
-    scorer = functools.cache(lambda: load_scorer(cfg.model, cache_dir))  # loaded only on a cache miss
-    model_key = {
-        key: value
-        for key, value in OmegaConf.to_container(cfg.model, resolve=True, enum_to_str=True).items()
-        if key not in _SCORE_NEUTRAL_MODEL_KEYS
-    }
-    schema = OmegaConf.get_type(cfg.detector)
-    if schema is ExchConfig:
-        table = shard_order_scores(scorer, model_key, examples, cache_dir, cfg.detector, seed)
-        result = exch_detector(table, cfg.detector, len(examples))
-    elif schema is ExchRankConfig:
-        table = example_scores(scorer, model_key, examples, cache_dir)
-        result = exch_rank_detector(table, cfg.detector, seed)
-    else:
-        raise NotImplementedError(f"no runner for detector schema {schema.__name__}")
-    metrics = {**result.metrics, "n_skipped_examples": float(len(benchmark.skipped))}
-    return metrics, result
 
 
 def run_from_hydra(cfg: DictConfig) -> CellOutcome:

@@ -44,7 +44,7 @@ def test_finished_cells_are_reused_only_with_identical_settings(cfg_for, monkeyp
         result = _fake_result(0.25)
         return dict(result.metrics), result
 
-    monkeypatch.setattr(runner, "_evaluate", evaluate)
+    monkeypatch.setattr(runner, "evaluate", evaluate)
     first = runner.run_cell(cfg_for())
     assert first.status == "FINISHED" and first.metrics["p_value"] == 0.25
     assert runner.run_cell(cfg_for()).status == "CACHED"
@@ -62,7 +62,7 @@ def test_a_crash_ends_the_run_failed_with_the_error(cfg_for, monkeypatch, error)
     def evaluate(cfg, seed):
         raise error
 
-    monkeypatch.setattr(runner, "_evaluate", evaluate)
+    monkeypatch.setattr(runner, "evaluate", evaluate)
     if isinstance(error, Exception):
         outcome = runner.run_cell(cfg_for())
         assert outcome.status == "FAILED" and "bad scores" in outcome.summary()
@@ -74,7 +74,7 @@ def test_a_crash_ends_the_run_failed_with_the_error(cfg_for, monkeypatch, error)
     assert run.info.status == "FAILED"
     assert run.data.tags["medexp.error"].startswith(type(error).__name__)
     # A failed cell is never reused as finished.
-    monkeypatch.setattr(runner, "_evaluate", lambda cfg, seed: (_fake_result(0.5).metrics, _fake_result(0.5)))
+    monkeypatch.setattr(runner, "evaluate", lambda cfg, seed: (_fake_result(0.5).metrics, _fake_result(0.5)))
     assert runner.run_cell(cfg_for()).status == "FINISHED"
 
 

@@ -1,0 +1,103 @@
+"""From a composed cell config to a detector result: load, control, score, test.
+
+Each detector schema maps to one evaluator (registered with :func:`evaluator`) that fetches the
+score tables its detector needs and calls the detector, a pure function over those tables.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from omegaconf import DictConfig, OmegaConf
+
+from medexp.benchmarks.base import Benchmark, Example
+from medexp.config.schemas import ExchConfig, ExchRankConfig
+from medexp.detectors.base import DetectorResult
+
+log = logging.getLogger("medexp")
+
+# Model settings that cannot change a score; left out of the score-cache key.
+SCORE_NEUTRAL_MODEL_KEYS = ("name", "device", "batch_size", "token_budget")
+
+
+@dataclass
+class CellContext:
+    """Everything an evaluator may use; the model is loaded only when a score is not cached."""
+
+    cfg: DictConfig
+    seed: int
+    benchmark: Benchmark
+    examples: list[Example]  # in the order the control chose
+    cache_dir: Path
+
+    @functools.cached_property
+    def model_key(self) -> dict:
+        return model_cache_key(self.cfg.model)
+
+    @functools.cached_property
+    def _scorer(self):
+        from medexp.models import load_scorer
+
+        return load_scorer(self.cfg.model, self.cache_dir)
+
+    def scorer(self):
+        return self._scorer
+
+
+def model_cache_key(model_cfg) -> dict:
+    """The part of a model config that can change a score (the score-cache key)."""
+    resolved = OmegaConf.to_container(model_cfg, resolve=True, enum_to_str=True)
+    return {key: value for key, value in resolved.items() if key not in SCORE_NEUTRAL_MODEL_KEYS}
+
+
+Evaluator = Callable[[CellContext], DetectorResult]
+_EVALUATORS: dict[type, Evaluator] = {}
+
+
+def evaluator(schema: type) -> Callable[[Evaluator], Evaluator]:
+    """Register the evaluator of the detectors whose config has structured type ``schema``."""
+
+    def register(function: Evaluator) -> Evaluator:
+        _EVALUATORS[schema] = function
+        return function
+
+    return register
+
+
+def evaluate(cfg: DictConfig, seed: int) -> tuple[dict[str, float], DetectorResult]:
+    from medexp.benchmarks import load_benchmark_from_config
+    from medexp.controls import apply_control
+
+    schema = OmegaConf.get_type(cfg.detector)
+    if schema not in _EVALUATORS:
+        raise NotImplementedError(f"no evaluator for detector schema {schema.__name__}")
+    cache_dir = Path(cfg.paths.cache_dir)
+    benchmark = load_benchmark_from_config(cfg.bench, cache_dir)
+    if benchmark.skipped:
+        log.warning("%s: skipped %d examples (first: %s)", benchmark.name, len(benchmark.skipped), benchmark.skipped[0].reason)
+    examples = apply_control(cfg.control, benchmark.examples)
+    result = _EVALUATORS[schema](CellContext(cfg, seed, benchmark, examples, cache_dir))
+    metrics = {**result.metrics, "n_skipped_examples": float(len(benchmark.skipped))}
+    return metrics, result
+
+
+@evaluator(ExchConfig)
+def _exch(ctx: CellContext) -> DetectorResult:
+    from medexp.detectors import exch_detector
+    from medexp.scoring import shard_order_scores
+
+    table = shard_order_scores(ctx.scorer, ctx.model_key, ctx.examples, ctx.cache_dir, ctx.cfg.detector, ctx.seed)
+    return exch_detector(table, ctx.cfg.detector, len(ctx.examples))
+
+
+@evaluator(ExchRankConfig)
+def _exch_rank(ctx: CellContext) -> DetectorResult:
+    from medexp.detectors import exch_rank_detector
+    from medexp.scoring import example_scores
+
+    table = example_scores(ctx.scorer, ctx.model_key, ctx.examples, ctx.cache_dir)
+    return exch_rank_detector(table, ctx.cfg.detector, ctx.seed)
