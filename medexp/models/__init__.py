@@ -20,10 +20,25 @@ def model_location(model_cfg, cache_dir: str | Path) -> str:
     return str(model_cfg.pretrained)
 
 
+# Scorer class per adapter family, as "module:Class" so that only the chosen one is imported.
+ADAPTERS = {
+    "generic": "medexp.models.hf:HFScorer",
+}
+
+
+def scorer_class(family) -> type:
+    """The scorer class of a model family (a ``ModelFamily`` or its name)."""
+    import importlib
+
+    name = getattr(family, "value", family)
+    if name not in ADAPTERS:
+        raise ValueError(f"no scorer adapter for model family {name!r}; known: {sorted(ADAPTERS)}")
+    module, attribute = ADAPTERS[name].split(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
 def load_scorer(model_cfg, cache_dir: str | Path):
-    from medexp.models.hf import HFScorer
-
-    return HFScorer(model_cfg, model_location(model_cfg, cache_dir))
+    return scorer_class(model_cfg.family)(model_cfg, model_location(model_cfg, cache_dir))
 
 
-__all__ = ["load_scorer", "model_location"]
+__all__ = ["ADAPTERS", "load_scorer", "model_location", "scorer_class"]

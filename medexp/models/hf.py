@@ -31,9 +31,12 @@ class Window:
 class HFScorer:
     """Teacher-forced scoring of gold answers, and of raw text for the exchangeability test."""
 
+    # Processor outputs aligned with input_ids that must be widened to cover the appended answer.
+    # Everything else the processor returns (pixel_values, image_grid_thw, ...) passes unchanged.
+    SEQUENCE_KEYS: tuple[str, ...] = ("token_type_ids", "mm_token_type_ids")
+
     def __init__(self, model_cfg, location: str):
         import torch
-        from transformers import AutoModelForImageTextToText, AutoProcessor
 
         self.cfg = model_cfg
         self.location = location
@@ -41,8 +44,7 @@ class HFScorer:
         dtype = getattr(torch, DType(model_cfg.dtype).value)
         common = {"revision": model_cfg.revision, "trust_remote_code": bool(model_cfg.trust_remote_code)}
         try:
-            self.processor = AutoProcessor.from_pretrained(location, **common)
-            self.model = AutoModelForImageTextToText.from_pretrained(location, dtype=dtype, **common)
+            self.processor, self.model = self.load(location, dtype, common)
         except OSError as error:
             raise OSError(
                 f"model={model_cfg.name}: cannot load {location!r} ({error}). Without hub access, download the "
@@ -52,6 +54,26 @@ class HFScorer:
         self.tokenizer = self.processor.tokenizer
         self.use_chat = bool(model_cfg.use_chat_template and getattr(self.processor, "chat_template", None))
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+
+    # ------------------------------------------------------------------ family hooks
+    def load(self, location: str, dtype, common: dict[str, Any]):
+        """The processor and the model of a checkpoint (families override the classes)."""
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        processor = AutoProcessor.from_pretrained(location, **common)
+        model = AutoModelForImageTextToText.from_pretrained(location, dtype=dtype, **common)
+        return processor, model
+
+    def processor_inputs(self, prompts: list[str], images: list | None):
+        """Model inputs of a batch of prompts (and their images), as the processor builds them."""
+        kwargs: dict[str, Any] = {"text": prompts, "return_tensors": "pt", "padding": True}
+        if images is not None:
+            kwargs["images"] = images
+        return self.processor(**kwargs)
+
+    def text_logits(self, input_ids, attention_mask):
+        """Logits of text-only input (the exchangeability test scores text without images)."""
+        return self.model(input_ids=input_ids, attention_mask=attention_mask).logits
 
     # ------------------------------------------------------------------ prompts
     def prompt(self, example: Example) -> str:
@@ -103,11 +125,9 @@ class HFScorer:
         for ex, (ids, _) in zip(group, answers):
             if not ids:
                 raise ValueError(f"{ex.example_id}: the gold answer {ex.answer!r} tokenises to nothing")
-        kwargs: dict[str, Any] = {"text": prompts, "return_tensors": "pt", "padding": True}
-        if group[0].image is not None:
-            kwargs["images"] = [_open_rgb(ex.image) for ex in group]
-        encoded = self.processor(**kwargs)
-        inputs, answer_mask = _append_answers(encoded, [ids for ids, _ in answers], self.pad_id)
+        images = [_open_rgb(ex.image) for ex in group] if group[0].image is not None else None
+        encoded = self.processor_inputs(prompts, images)
+        inputs, answer_mask = _append_answers(encoded, [ids for ids, _ in answers], self.pad_id, self.SEQUENCE_KEYS)
         inputs = {key: value.to(self.device) if torch.is_tensor(value) else value for key, value in inputs.items()}
         with torch.inference_mode():
             logits = self.model(**inputs).logits
@@ -158,7 +178,7 @@ class HFScorer:
                 attention[row, :n] = 1
                 targets[row, max(1, window.first_target) : n] = True
             with torch.inference_mode():
-                logits = self.model(input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device)).logits
+                logits = self.text_logits(input_ids.to(self.device), attention.to(self.device))
             sums = sequence_logprobs(logits, input_ids.to(self.device), targets.to(self.device)).cpu().numpy()
             for window, value in zip(chunk, sums):
                 totals[window.text_index] += value
@@ -179,7 +199,7 @@ class HFScorer:
         return windows
 
 
-def _append_answers(encoded, answer_ids: list[list[int]], pad_id: int):
+def _append_answers(encoded, answer_ids: list[list[int]], pad_id: int, sequence_keys: tuple[str, ...]):
     """Model inputs of prompt + answer per row, right-padded, and the mask of answer tokens.
 
     The prompts come from the processor (image tokens expanded, either padding side); right
@@ -193,13 +213,9 @@ def _append_answers(encoded, answer_ids: list[list[int]], pad_id: int):
     input_ids = torch.full((rows, width), pad_id, dtype=prompt_ids.dtype)
     attention = torch.zeros((rows, width), dtype=torch.long)
     answer_mask = torch.zeros((rows, width), dtype=torch.bool)
-    # Per-token processor outputs (token_type_ids, mm_token_type_ids, ...) are widened to
-    # cover the answer; answer tokens are plain text, type 0.
-    per_token = {
-        key: torch.zeros((rows, width), dtype=value.dtype)
-        for key, value in encoded.items()
-        if key not in ("input_ids", "attention_mask") and torch.is_tensor(value) and value.shape == prompt_ids.shape
-    }
+    # Per-token processor outputs (token_type_ids, ...) are widened to cover the answer;
+    # answer tokens are plain text, type 0.
+    per_token = {key: torch.zeros((rows, width), dtype=encoded[key].dtype) for key in sequence_keys if key in encoded}
     for row, (length, ids) in enumerate(zip(lengths, answer_ids)):
         end = length + len(ids)
         input_ids[row, :length] = prompt_ids[row][prompt_mask[row]]
