@@ -2,26 +2,93 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from medexp.benchmarks.base import Benchmark, Example, SkippedExample
 
+log = logging.getLogger(__name__)
 
-def load_benchmark_from_config(bench_cfg, cache_dir: str | Path) -> Benchmark:
-    """Load the benchmark a ``bench`` config describes (demo data is generated on first use)."""
-    from medexp.benchmarks.local import load_local
+
+# format -> "module:function" loading it; modules are imported only when used.
+_LOADERS = {
+    "local": "local:load",
+    "demo": "local:load_demo",
+    "slake": "slake:load",
+    "hf_parquet": "hf_parquet:load",
+    "omnimedvqa": "omnimedvqa:load",
+    "image_set": "image_sets:load",
+    "pmc_oa": "pmc_oa:load",
+    "demo_corpus": "demo_corpus:load",
+}
+_HUB_FORMATS = ("slake", "hf_parquet", "omnimedvqa", "image_set", "pmc_oa")
+# Optional fields that only some formats read: setting one elsewhere is a mistake, not a no-op.
+_FORMAT_FIELDS = {
+    "hub_id": _HUB_FORMATS,
+    "revision": _HUB_FORMATS,
+    "languages": ("slake",),
+    "image_dir": ("slake", "pmc_oa"),
+    "subsample_n": ("image_set",),
+    "label_column": ("image_set",),
+    "demo": ("demo", "demo_corpus"),
+    "demo_corpus": ("demo_corpus",),
+}
+_POSITIVE_FIELDS = ("max_examples", "expected_examples", "subsample_n")
+
+
+def check_bench_config(bench_cfg) -> str:
+    """Reject settings the config's format does not use or cannot honour; return the format name."""
     from medexp.config.schemas import BenchFormat
 
-    fmt = BenchFormat(bench_cfg.format)
-    if fmt is BenchFormat.demo:
-        from medexp.demo.cache import demo_benchmark_root
+    fmt = BenchFormat(bench_cfg.format).value
+    for key, formats in _FORMAT_FIELDS.items():
+        if bench_cfg.get(key) is not None and fmt not in formats:
+            raise ValueError(f"bench={bench_cfg.name}: bench.{key} is only read by format(s) {list(formats)}, not {fmt}")
+    for key in _POSITIVE_FIELDS:
+        if bench_cfg.get(key) is not None and bench_cfg[key] < 1:
+            raise ValueError(f"bench={bench_cfg.name}: bench.{key} must be at least 1, got {bench_cfg[key]}")
+    if bench_cfg.get("subsample_n") is not None and bench_cfg.get("max_examples") is not None:
+        raise ValueError(f"bench={bench_cfg.name}: set bench.subsample_n or bench.max_examples, not both")
+    return fmt
 
-        root = demo_benchmark_root(bench_cfg.demo, cache_dir)
-    else:
-        if not bench_cfg.root:
-            raise ValueError(f"bench={bench_cfg.name}: set bench.root=/path/to/{bench_cfg.name} (format {fmt.value})")
-        root = Path(bench_cfg.root).expanduser()
-    return load_local(bench_cfg.name, root, bench_cfg.split, bench_cfg.max_examples)
+
+def load_benchmark_from_config(bench_cfg, cache_dir: str | Path) -> Benchmark:
+    """Load the benchmark a ``bench`` config describes, in released order.
+
+    Reads ``bench.root`` when set, else the hub (``bench.hub_id``); demo data is generated on
+    first use. Logs a warning when the count differs from ``bench.expected_examples``.
+    """
+    import importlib
+
+    fmt = check_bench_config(bench_cfg)
+    module_name, function = _LOADERS[fmt].split(":")
+    load = getattr(importlib.import_module(f"medexp.benchmarks.{module_name}"), function)
+    log.info("bench=%s: loading split %s (format %s)", bench_cfg.name, bench_cfg.split, fmt)
+    benchmark = load(bench_cfg, Path(cache_dir))
+    expected = bench_cfg.get("expected_examples")
+    if expected is not None and len(benchmark) != expected:
+        log.warning(
+            "bench=%s: %d examples, but the config expects %d (skipped: %d); is the copy complete and the split right?",
+            bench_cfg.name, len(benchmark), expected, len(benchmark.skipped),
+        )
+    return benchmark
 
 
-__all__ = ["Benchmark", "Example", "SkippedExample", "load_benchmark_from_config"]
+def load_benchmark(name: str, cache_dir: str | Path | None = None, **overrides) -> Benchmark:
+    """The benchmark ``conf/bench/<name>.yaml`` describes, with bench fields overridden.
+
+    For example ``load_benchmark("slake", root="/data/slake", split="test")``. Overrides are
+    checked against the bench schema (unknown keys and wrong types fail); ``cache_dir`` defaults
+    to the project's (``paths.cache_dir``).
+    """
+    from medexp.config import compose
+
+    cfg = compose([f"bench={name}"])
+    for key, value in overrides.items():
+        if key not in cfg.bench:
+            raise ValueError(f"load_benchmark: unknown bench field {key!r}; known: {sorted(cfg.bench)}")
+        cfg.bench[key] = str(value) if isinstance(value, Path) else value
+    return load_benchmark_from_config(cfg.bench, cache_dir if cache_dir is not None else cfg.paths.cache_dir)
+
+
+__all__ = ["Benchmark", "Example", "SkippedExample", "check_bench_config", "load_benchmark", "load_benchmark_from_config"]

@@ -21,7 +21,12 @@ class Example:
 @dataclass(frozen=True)
 class SkippedExample:
     example_id: str
-    reason: str
+    reason: str  # "<kind>: <detail>", e.g. "corrupt image: /data/x.png: truncated file"
+
+    @property
+    def kind(self) -> str:
+        """The reason without its details, for counting (e.g. "corrupt image")."""
+        return self.reason.split(":", 1)[0]
 
 
 @dataclass

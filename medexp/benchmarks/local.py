@@ -6,64 +6,45 @@ key goes to ``meta``. A new benchmark in this format needs only a YAML file in c
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+from typing import Iterator
 
-from medexp.benchmarks.base import Benchmark, Example, SkippedExample
+from medexp.benchmarks.base import Benchmark
+from medexp.benchmarks.records import SourceRow, assemble, jsonl_records, require_fields, split_file
 
 _REQUIRED = ("id", "question", "answer")
 _RESERVED = ("id", "question", "answer", "image", "options")
 
 
+def load(bench_cfg, cache_dir: Path) -> Benchmark:
+    """Load a ``format: local`` benchmark from ``bench.root``."""
+    if not bench_cfg.root:
+        raise ValueError(f"bench={bench_cfg.name}: set bench.root=/path/to/{bench_cfg.name} (format local)")
+    return load_local(bench_cfg.name, Path(bench_cfg.root).expanduser(), bench_cfg.split, bench_cfg.max_examples)
+
+
+def load_demo(bench_cfg, cache_dir: Path) -> Benchmark:
+    """The offline demo benchmark, generated into the cache on first use."""
+    from medexp.demo.cache import demo_benchmark_root
+
+    root = demo_benchmark_root(bench_cfg.demo, cache_dir)
+    return load_local(bench_cfg.name, root, bench_cfg.split, bench_cfg.max_examples)
+
+
 def load_local(name: str, root: Path, split: str, max_examples: int | None = None) -> Benchmark:
-    path = Path(root) / f"{split}.jsonl"
-    if not path.is_file():
-        raise FileNotFoundError(f"benchmark {name!r}: no {split}.jsonl under {root} (expected {path})")
-    examples: list[Example] = []
-    skipped: list[SkippedExample] = []
-    with path.open(encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            if max_examples is not None and len(examples) >= max_examples:
-                break
-            row = json.loads(line)
-            missing = [key for key in _REQUIRED if key not in row]
-            if missing:
-                raise ValueError(f"{path}:{line_number}: missing field(s) {missing}")
-            example_id = f"{name}::{split}::{row['id']}"
-            image = Path(root) / row["image"] if row.get("image") else None
-            problem = image_problem(image) if image is not None else None
-            if problem:
-                skipped.append(SkippedExample(example_id, problem))
-                continue
-            options = tuple(row["options"]) if row.get("options") else None
-            meta = {key: value for key, value in row.items() if key not in _RESERVED}
-            examples.append(
-                Example(
-                    example_id=example_id,
-                    position=len(examples),
-                    image=image,
-                    question=str(row["question"]),
-                    answer=str(row["answer"]),
-                    options=options,
-                    meta=meta,
-                )
-            )
-    return Benchmark(name=name, examples=examples, skipped=skipped)
+    """Read ``<root>/<split>.jsonl`` in file order (at most ``max_examples`` rows)."""
+    path = split_file(name, root, f"{split}.jsonl")
+    return assemble(name, split, _rows(path, Path(root)), max_examples)
 
 
-def image_problem(path: Path) -> str | None:
-    """Why an image cannot be used (missing or undecodable), or None when it is fine."""
-    from PIL import Image, UnidentifiedImageError
-
-    if not path.is_file():
-        return f"missing image {path}"
-    try:
-        with Image.open(path) as image:
-            image.verify()  # structure and checksums
-        with Image.open(path) as image:
-            image.load()  # full decode: verify() does not decode JPEG data
-    except (UnidentifiedImageError, OSError, SyntaxError) as error:
-        return f"corrupt image {path}: {error}"
-    return None
+def _rows(path: Path, root: Path) -> Iterator[SourceRow]:
+    for where, record in jsonl_records(path):
+        require_fields(record, _REQUIRED, where)
+        yield SourceRow(
+            source_id=record["id"],
+            question=str(record["question"]),
+            answer=str(record["answer"]),
+            image=root / record["image"] if record.get("image") else None,
+            options=tuple(record["options"]) if record.get("options") else None,
+            meta={key: value for key, value in record.items() if key not in _RESERVED},
+        )

@@ -38,4 +38,23 @@ def compose(overrides: list[str] | None = None, config_name: str = "config"):
         return hydra_compose(config_name=config_name, overrides=list(overrides or []))
 
 
-__all__ = ["compose", "conf_dir", "project_root", "register_resolvers", "register_schemas"]
+def model_config(name: str):
+    """The model config ``conf/model/<name>.yaml``, composed as ``model=<name>`` composes it.
+
+    Inside a running Hydra app (``python -m medexp``) this uses that app's search path;
+    elsewhere it composes from conf/ like :func:`compose`.
+    """
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import MissingConfigException
+
+    try:
+        if GlobalHydra.instance().is_initialized():
+            from hydra import compose as hydra_compose
+
+            return hydra_compose(config_name="config", overrides=[f"model={name}"]).model
+        return compose([f"model={name}"]).model
+    except MissingConfigException as error:
+        raise ValueError(f"no model config named {name!r}: {error}") from error
+
+
+__all__ = ["compose", "conf_dir", "model_config", "project_root", "register_resolvers", "register_schemas"]

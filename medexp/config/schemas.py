@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 from omegaconf import MISSING
 
@@ -19,6 +19,13 @@ class ModelFamily(str, Enum):
     """Adapter families; a model of a listed family needs only a YAML file."""
 
     generic = "generic"  # any AutoModelForImageTextToText checkpoint with an AutoProcessor
+    qwen2_5_vl = "qwen2_5_vl"  # Qwen2.5-VL: dynamic-resolution patches, image_grid_thw, <|im_start|> chat
+    llava_onevision = "llava_onevision"  # LLaVA-OneVision: anyres tiles with image_sizes, Qwen2 chat
+    internvl = "internvl"  # InternVL3 in transformers format (-hf): <IMG_CONTEXT> tiles, left padding
+    gemma3 = "gemma3"  # Gemma 3 / MedGemma: token_type_ids over image tokens, <start_of_turn> chat
+    blip2 = "blip2"  # BLIP-2: Q-Former image queries in front of a decoder LM, no chat template
+    instructblip = "instructblip"  # BLIP-2 whose Q-Former also reads the instruction
+    chexagent = "chexagent"  # BLIP-2-like remote-code checkpoint (StanfordAIMI/CheXagent-8b)
 
 
 class ModelSource(str, Enum):
@@ -33,8 +40,16 @@ class DType(str, Enum):
 
 
 class BenchFormat(str, Enum):
+    """Upstream file layouts; a benchmark in a listed layout needs only a YAML file."""
+
     local = "local"  # JSONL rows with image paths relative to the root
     demo = "demo"  # the generated offline benchmark, written in the local format
+    slake = "slake"  # official SLAKE release: <split>.json list + <image_dir>/<img_name>
+    hf_parquet = "hf_parquet"  # hub VQA parquet shards: image struct, question, answer columns
+    omnimedvqa = "omnimedvqa"  # QA_information/Open-access/*.json (or parquet), multiple choice
+    image_set = "image_set"  # image-only hub parquet (negative controls), optionally sub-sampled
+    pmc_oa = "pmc_oa"  # figure corpus: <split>.jsonl {image, caption} + <image_dir>/
+    demo_corpus = "demo_corpus"  # generated image_nn reference corpus: splits corpus and ood
 
 
 class ControlKind(str, Enum):
@@ -85,17 +100,45 @@ class ModelConfig:
     prompt_template: str = "{question}"
     use_chat_template: bool = True
     batch_size: int = 16
+    # Batch by size instead: rows x longest row (tokens) stays within this many tokens, batches
+    # formed greedily in order. None: fixed batches of batch_size. Scores are identical either way.
+    token_budget: Optional[int] = None
+    # Passed to from_pretrained (e.g. "auto" spreads a large model over the GPUs; needs the
+    # `accelerate` package). None: the whole model goes to `device`.
+    device_map: Optional[str] = None
     demo: Optional[DemoModelConfig] = None
+
+
+@dataclass
+class DemoCorpusConfig:
+    """The generated demo reference corpus (medexp.demo.corpus); ``demo`` names the benchmark it copies."""
+
+    n_distractors: int = 1600  # fresh scans from the demo renderer: same distribution, other "patients"
+    n_planted: int = 100  # perturbed copies of demo test images: the ground truth
+    n_ood: int = 300  # colourful non-medical pictures, split "ood" (the out-of-domain control)
+    seed: int = 20261122
 
 
 @dataclass
 class BenchConfig:
     name: str = MISSING
     format: BenchFormat = BenchFormat.local
-    root: Optional[str] = None
+    version: int = 1  # bump when an edit changes the examples the file yields (like lm-eval tasks)
+    root: Optional[str] = None  # local copy; when unset, a format with a hub_id reads the hub
+    hub_id: Optional[str] = None  # Hugging Face dataset repo used when root is unset
+    revision: Optional[str] = None  # hub branch, tag or commit (None: the default branch)
     split: str = "test"
-    max_examples: Optional[int] = None  # keep the first N in released order
+    # Read only the first N rows of the split in released order; rows skipped for a bad image
+    # count toward N (the audit's "first 5,000 rows, one corrupt image dropped" gives 4,999).
+    max_examples: Optional[int] = None
+    expected_examples: Optional[int] = None  # the count this file should yield; a mismatch is logged
+    languages: Optional[List[str]] = None  # slake: keep rows whose q_lang is listed
+    image_dir: Optional[str] = None  # slake, pmc_oa: image folder (or <image_dir>.zip) under root
+    subsample_n: Optional[int] = None  # image_set: n rows drawn uniformly from the first max(4n, n+50)
+    subsample_seed: int = 0  # image_set: numpy default_rng seed of that draw
+    label_column: Optional[str] = None  # image_set: the column whose value becomes the answer
     demo: Optional[DemoBenchConfig] = None
+    demo_corpus: Optional[DemoCorpusConfig] = None  # demo_corpus: how the corpus is generated
 
 
 @dataclass
@@ -123,6 +166,123 @@ class ExchRankConfig(DetectorBase):
 
     n_permutations: int = 10000
     score: str = "sum_logprob"
+
+
+class RankBy(str, Enum):
+    score = "score"  # the model's own per-example score
+    delta = "delta"  # the score minus the median of the other cohort models on the same example
+
+
+@dataclass
+class CohortDetectorBase(DetectorBase):
+    """A detector comparing the cell's model with reference models on the same examples."""
+
+    # Model config names (conf/model/<name>.yaml) scored next to the cell's model; an entry
+    # naming the cell's own model is skipped, so a model is never its own reference.
+    cohort: List[str] = field(default_factory=list)
+    n_permutations: int = 10000  # cohort-relabel permutation test (p floor 1/(P+1))
+
+
+@dataclass
+class MinkTailConfig(CohortDetectorBase):
+    """Min-K%++ cohort tail enrichment (Detector 3); defaults are the controlled audit's."""
+
+    k_percent: float = 20.0  # m_i = mean of the lowest K% (at least one) of the answer's z_t
+    thresholds: List[float] = field(default_factory=lambda: [50.0, 100.0])  # report Pr[Delta > t]
+    flag_threshold: float = 100.0
+    flag_fraction: float = 0.05  # flag when Pr[Delta > flag_threshold] > flag_fraction
+    strata: List[str] = field(default_factory=lambda: ["answer_type", "content_type", "modality"])
+
+
+@dataclass
+class TopKJaccardConfig(CohortDetectorBase):
+    """Cross-model top-K overlap of Min-K%++ scores (Detector 4)."""
+
+    top_k: int = 25
+    k_percent: float = 20.0
+    rank_by: RankBy = RankBy.score
+    flag_lift: float = 10.0  # a pair is flagged when its overlap is >= this many times chance
+
+
+@dataclass
+class LossConfig(CohortDetectorBase):
+    """Loss attack: per-example mean negative log-likelihood of the gold answer."""
+
+    rank_by: RankBy = RankBy.score  # score: the target's own NLL; delta: its NLL gap to the cohort
+    top_n: int = 25  # examples shown as the top-ranked in the figure
+
+
+@dataclass
+class EmbedderBase:
+    """An image embedder (conf/embedder/); vectors are cached per embedder and image list."""
+
+    name: str = MISSING
+    batch_size: int = 64
+    shard_size: int = 4096  # images per float16 cache shard: the unit an interrupted run resumes from
+
+
+@dataclass
+class OpenClipEmbedderConfig(EmbedderBase):
+    """An open_clip image tower; SigLIP preprocessing (mean = std = 0.5, bicubic squash) by default."""
+
+    model: str = MISSING  # open_clip architecture, e.g. ViT-B-16-SigLIP
+    pretrained: Optional[str] = None  # tag ("webli", from the hub) or a local weights file; None: random
+    model_config: Optional[str] = None  # a JSON architecture file to register first (named by its stem)
+    dim: Optional[int] = None  # expected embedding width, checked once the model is built
+    image_mean: List[float] = field(default_factory=lambda: [0.5, 0.5, 0.5])
+    image_std: List[float] = field(default_factory=lambda: [0.5, 0.5, 0.5])
+    interpolation: str = "bicubic"
+    resize_mode: str = "squash"
+    device: str = "auto"  # "auto" picks cuda when available, else cpu
+    loader_threads: int = 4  # threads decoding and resizing images
+
+
+@dataclass
+class PHashEmbedderConfig(EmbedderBase):
+    """DCT perceptual hash as a +-1 vector: no weights; cosine distance = 2 Hamming / bits."""
+
+    hash_size: int = 32  # hash_size^2 - 1 bits: the lowest DCT frequencies, DC dropped
+    highfreq_factor: int = 4  # images are reduced to hash_size * highfreq_factor pixels a side
+    batch_size: int = 256
+
+
+@dataclass
+class CorpusConfig:
+    """A reference image corpus (conf/corpus/): the images of a benchmark source."""
+
+    name: str = MISSING
+    source: BenchConfig = MISSING  # read with the benchmark loaders; its example images form the corpus
+
+
+class IndexKind(str, Enum):
+    exact = "exact"  # brute force over float16 shards, block by block (memory-bounded)
+    ivf = "ivf"  # faiss IVF-flat: approximate, recall@1 measured and logged
+    hnsw = "hnsw"  # faiss HNSW-flat: approximate, recall@1 measured and logged
+
+
+@dataclass
+class IndexConfig:
+    kind: IndexKind = IndexKind.exact
+    block_size: int = 65536  # corpus vectors per search block (exact) or per add call
+    ivf_nlist: Optional[int] = None  # None: 4 sqrt(corpus size)
+    ivf_nprobe: int = 16
+    hnsw_m: int = 32
+    hnsw_ef_search: int = 128
+    recall_sample: int = 1000  # queries checked against exact search (approximate kinds only)
+    gpu: bool = True  # use faiss-gpu when it is installed and sees a GPU
+
+
+@dataclass
+class ImageNNConfig(DetectorBase):
+    """Image near-neighbour overlap (Detector 1); ``alpha`` is the level of the flag-count test."""
+
+    embedder: Any = MISSING  # an embedder config; its schema comes from its own defaults list
+    corpus: CorpusConfig = MISSING
+    tau_alpha: float = 0.01  # tau = the tau_alpha-quantile of corpus-to-corpus NN distances
+    calibration_size: int = 5000  # corpus images sampled for tau (capped at the corpus size)
+    sweep_alphas: List[float] = field(default_factory=lambda: [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1])
+    index: IndexConfig = field(default_factory=IndexConfig)
+    max_panels: int = 20  # side-by-side adjudication panels of the closest flagged pairs
 
 
 @dataclass
@@ -156,7 +316,15 @@ class Config:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
 
 
-DETECTOR_SCHEMAS = {"exch": ExchConfig, "exch_rank": ExchRankConfig}
+DETECTOR_SCHEMAS = {
+    "exch": ExchConfig,
+    "exch_rank": ExchRankConfig,
+    "mink_tail": MinkTailConfig,
+    "topk_jaccard": TopKJaccardConfig,
+    "loss": LossConfig,
+    "image_nn": ImageNNConfig,
+}
+EMBEDDER_SCHEMAS = {"open_clip": OpenClipEmbedderConfig, "phash": PHashEmbedderConfig}
 CONTROL_SCHEMAS = {"base": ControlBase}
 
 
@@ -170,3 +338,5 @@ def register_schemas() -> None:
         store.store(group="schema/detector", name=name, node=node)
     for name, node in CONTROL_SCHEMAS.items():
         store.store(group="schema/control", name=name, node=node)
+    for name, node in EMBEDDER_SCHEMAS.items():
+        store.store(group="schema/embedder", name=name, node=node)

@@ -7,16 +7,14 @@ split in the generic ``local`` format (``<root>/<split>.jsonl`` plus ``images/``
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import shutil
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from medexp.demo.directory import build_once
 from medexp.demo.scans import MAX_LESIONS, MODALITIES, ORGANS, SIDES, ScanSpec, png_bytes, render_scan
 
 GENERATOR_VERSION = "demo-bench-v1"
@@ -148,33 +146,13 @@ def generate_records(n: int, seed: int, split: str) -> list[dict[str, Any]]:
 def write_benchmark(root: Path, n_test: int = 400, n_train: int = 1200, seed: int = 20261121) -> Path:
     """Write the test and train splits, their images and a manifest into ``root``; return ``root``.
 
-    Everything is written into a sibling temp dir that is renamed into place at the end, so
-    ``root`` either holds a complete benchmark or does not exist. A complete ``root`` with the
-    same version, seed and counts is returned untouched.
+    Written atomically by :func:`medexp.demo.directory.build_once`: ``root`` either holds a
+    complete benchmark or does not exist, and a complete one with the same version, seed and
+    counts is returned untouched.
     """
-    root = Path(root)
     counts = {"test": n_test, "train": n_train}
-    if _is_complete(root, seed, counts):
-        return root
-    _remove_outdated(root)
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = root.parent / f"{root.name}.tmp-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    try:
-        _write_into(tmp, seed, counts)
-        try:
-            os.rename(tmp, root)
-        except OSError:
-            # another process finished the same benchmark first
-            if _is_complete(root, seed, counts):
-                shutil.rmtree(tmp)
-                return root
-            raise
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return root
+    identity = {"generator": GENERATOR_VERSION, "seed": seed, "counts": counts, "image_size": IMAGE_SIZE}
+    return build_once(Path(root), identity, sum(counts.values()), lambda tmp: _write_into(tmp, seed, counts))
 
 
 def split_seeds(seed: int) -> dict[str, int]:
@@ -186,7 +164,6 @@ def split_seeds(seed: int) -> dict[str, int]:
 def _write_into(directory: Path, seed: int, counts: dict[str, int]) -> None:
     images = directory / "images"
     images.mkdir(parents=True)
-    digests = {}
     for split, sub_seed in split_seeds(seed).items():
         lines = []
         for record in generate_records(counts[split], sub_seed, split):
@@ -194,56 +171,7 @@ def _write_into(directory: Path, seed: int, counts: dict[str, int]) -> None:
             (directory / record["image"]).write_bytes(png_bytes(image))
             row = {key: record[key] for key in FILE_KEYS}
             lines.append(json.dumps(row, sort_keys=False, ensure_ascii=False) + "\n")
-        data = "".join(lines).encode("utf-8")
-        (directory / f"{split}.jsonl").write_bytes(data)
-        digests[f"{split}.jsonl"] = hashlib.sha256(data).hexdigest()
-    manifest = {
-        "generator": GENERATOR_VERSION,
-        "seed": seed,
-        "counts": counts,
-        "image_size": IMAGE_SIZE,
-        "sha256": digests,
-    }
-    # written last: its presence marks the directory as finished
-    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
-    (directory / "manifest.json").write_text(text, encoding="utf-8")
-
-
-def _read_manifest(root: Path) -> dict[str, Any] | None:
-    try:
-        manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return manifest if isinstance(manifest, dict) else None
-
-
-def _is_complete(root: Path, seed: int, counts: dict[str, int]) -> bool:
-    manifest = _read_manifest(root)
-    if manifest is None:
-        return False
-    wanted = (GENERATOR_VERSION, seed, counts)
-    if (manifest.get("generator"), manifest.get("seed"), manifest.get("counts")) != wanted:
-        return False
-    digests = manifest.get("sha256") or {}
-    for split in counts:
-        path = root / f"{split}.jsonl"
-        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != digests.get(path.name):
-            return False
-    images = root / "images"
-    return images.is_dir() and sum(1 for _ in os.scandir(images)) == sum(counts.values())
-
-
-def _remove_outdated(root: Path) -> None:
-    """Delete an earlier demo benchmark at ``root``; refuse to delete anything else."""
-    if not root.exists():
-        return
-    if root.is_dir() and not any(root.iterdir()):
-        root.rmdir()
-        return
-    manifest = _read_manifest(root)
-    if manifest is None or not str(manifest.get("generator", "")).startswith("demo-bench"):
-        raise FileExistsError(f"{root} exists and is not a demo benchmark; refusing to overwrite it")
-    shutil.rmtree(root)
+        (directory / f"{split}.jsonl").write_bytes("".join(lines).encode("utf-8"))
 
 
 def _draw_record(rng: np.random.Generator, split: str, k: int) -> dict[str, Any]:

@@ -14,3 +14,18 @@ def demo_benchmark_root(demo_cfg, cache_dir: str | Path) -> Path:
     settings = {"n_test": demo_cfg.n_test, "n_train": demo_cfg.n_train, "seed": demo_cfg.seed}
     root = Path(cache_dir) / "demo" / f"bench-{stable_hash([GENERATOR_VERSION, settings])}"
     return write_benchmark(root, **settings)
+
+
+def demo_corpus_root(bench_cfg, cache_dir: str | Path) -> Path:
+    """Generate the demo reference corpus (and the demo benchmark it copies) once; return its root."""
+    from medexp.config.schemas import DemoBenchConfig, DemoCorpusConfig
+    from medexp.demo.corpus import GENERATOR_VERSION, write_corpus
+
+    bench = bench_cfg.demo if bench_cfg.demo is not None else DemoBenchConfig()
+    corpus = bench_cfg.demo_corpus if bench_cfg.demo_corpus is not None else DemoCorpusConfig()
+    settings = {
+        "n_distractors": corpus.n_distractors, "n_planted": corpus.n_planted, "n_ood": corpus.n_ood, "seed": corpus.seed
+    }
+    bench_root = demo_benchmark_root(bench, cache_dir)
+    root = Path(cache_dir) / "demo" / f"corpus-{stable_hash([GENERATOR_VERSION, settings, bench_root.name])}"
+    return write_corpus(root, bench_root, **settings)

@@ -2,6 +2,18 @@
 
 from medexp.detectors.base import DetectorResult
 from medexp.detectors.exch import exch_detector
+from medexp.detectors.cohort import CohortScores
 from medexp.detectors.exch_rank import exch_rank_detector
+from medexp.detectors.loss import loss_detector
+from medexp.detectors.mink_tail import mink_tail_detector
+from medexp.detectors.topk_jaccard import topk_jaccard_detector
 
-__all__ = ["DetectorResult", "exch_detector", "exch_rank_detector"]
+__all__ = [
+    "CohortScores",
+    "DetectorResult",
+    "exch_detector",
+    "exch_rank_detector",
+    "loss_detector",
+    "mink_tail_detector",
+    "topk_jaccard_detector",
+]

@@ -15,7 +15,8 @@ class DetectorResult:
     metrics: dict[str, float]
     table: Optional[pd.DataFrame] = None
     table_name: str = "per_example"
-    figures: dict[str, Any] = field(default_factory=dict)  # file stem -> matplotlib Figure
+    figures: dict[str, Any] = field(default_factory=dict)  # file stem (may hold a folder) -> matplotlib Figure
+    extra_tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # file stem -> further tables
 
     def __post_init__(self) -> None:
         missing = {"p_value", "statistic", "n_examples", "flag"} - set(self.metrics)

@@ -23,6 +23,13 @@ def model_location(model_cfg, cache_dir: str | Path) -> str:
 # Scorer class per adapter family, as "module:Class" so that only the chosen one is imported.
 ADAPTERS = {
     "generic": "medexp.models.hf:HFScorer",
+    "qwen2_5_vl": "medexp.models.families:Qwen25VLScorer",
+    "llava_onevision": "medexp.models.families:LlavaOnevisionScorer",
+    "internvl": "medexp.models.families:InternVLScorer",
+    "gemma3": "medexp.models.families:Gemma3Scorer",
+    "blip2": "medexp.models.blip:Blip2Scorer",
+    "instructblip": "medexp.models.blip:InstructBlipScorer",
+    "chexagent": "medexp.models.blip:CheXagentScorer",
 }
 
 

@@ -6,8 +6,11 @@ offline demo models, so the demo exercises the real loading and scoring path.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from types import MappingProxyType
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -15,8 +18,13 @@ import pandas as pd
 from medexp.benchmarks.base import Example
 from medexp.config.schemas import DType
 
+log = logging.getLogger(__name__)
+
 # Bump when a change alters any score, so cached tables are recomputed.
-SCORING_VERSION = "scoring-v1"
+# v2: prompts from a chat template are tokenised without the tokenizer's own special tokens.
+SCORING_VERSION = "scoring-v2"
+
+Item = TypeVar("Item")
 
 
 @dataclass(frozen=True)
@@ -28,48 +36,108 @@ class Window:
     first_target: int  # positions >= first_target (and >= 1) contribute log-probs
 
 
+@dataclass(frozen=True)
+class PreparedExample:
+    """An example with its prompt and the token ids of its gold answer after that prompt."""
+
+    example: Example
+    prompt: str
+    answer_ids: list[int]
+    boundary_merged: bool
+
+
 class HFScorer:
     """Teacher-forced scoring of gold answers, and of raw text for the exchangeability test."""
 
     # Processor outputs aligned with input_ids that must be widened to cover the appended answer.
     # Everything else the processor returns (pixel_values, image_grid_thw, ...) passes unchanged.
     SEQUENCE_KEYS: tuple[str, ...] = ("token_type_ids", "mm_token_type_ids")
+    # The transformers class the family's checkpoints load with, and the config.model_type values
+    # it accepts (empty: any); a checkpoint of another architecture fails with a clear message.
+    MODEL_CLASS: str = "AutoModelForImageTextToText"
+    MODEL_TYPES: tuple[str, ...] = ()
+    # dtypes the family's weights are known to break in, with the reason.
+    UNSUPPORTED_DTYPES: Mapping[str, str] = MappingProxyType({})
 
     def __init__(self, model_cfg, location: str):
         import torch
 
         self.cfg = model_cfg
         self.location = location
-        self.device = _pick_device(model_cfg.device)
+        self._check_settings()
         dtype = getattr(torch, DType(model_cfg.dtype).value)
+        self.device_map = model_cfg.device_map
         common = {"revision": model_cfg.revision, "trust_remote_code": bool(model_cfg.trust_remote_code)}
         try:
+            self._check_model_type(location, common)
             self.processor, self.model = self.load(location, dtype, common)
         except OSError as error:
-            raise OSError(
-                f"model={model_cfg.name}: cannot load {location!r} ({error}). Without hub access, download the "
-                f"checkpoint elsewhere (huggingface-cli download {location}) and set model.pretrained=/local/dir"
-            ) from error
-        self.model.to(self.device).eval()
+            raise load_error(model_cfg.name, location, error) from error
+        if self.device_map is None:
+            self.device = _pick_device(model_cfg.device)
+            self.model.to(self.device)
+        else:
+            # The layers may sit on several devices; inputs go where the embeddings are.
+            self.device = self.model.get_input_embeddings().weight.device
+        self.model.eval()
         self.tokenizer = self.processor.tokenizer
         self.use_chat = bool(model_cfg.use_chat_template and getattr(self.processor, "chat_template", None))
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
 
+    # ------------------------------------------------------------------ checks
+    @property
+    def family(self) -> str:
+        return getattr(self.cfg.family, "value", self.cfg.family)
+
+    def _check_settings(self) -> None:
+        name, dtype = self.cfg.name, DType(self.cfg.dtype).value
+        if dtype in self.UNSUPPORTED_DTYPES:
+            allowed = [d.value for d in DType if d.value not in self.UNSUPPORTED_DTYPES]
+            raise ValueError(f"model={name}: dtype {dtype} is not supported by family {self.family!r} "
+                             f"({self.UNSUPPORTED_DTYPES[dtype]}); use one of {allowed}")
+        budget = self.cfg.token_budget
+        if budget is not None and budget < 1:
+            raise ValueError(f"model={name}: token_budget must be a positive number of tokens or null, got {budget}")
+        if int(self.cfg.batch_size) < 1:
+            raise ValueError(f"model={name}: batch_size must be >= 1, got {self.cfg.batch_size}")
+
+    def _check_model_type(self, location: str, common: dict[str, Any]) -> None:
+        """Refuse a checkpoint of another architecture before its weights are read."""
+        if not self.MODEL_TYPES:
+            return
+        from transformers import AutoConfig
+
+        model_type = getattr(AutoConfig.from_pretrained(location, **common), "model_type", None)
+        if model_type not in self.MODEL_TYPES:
+            raise ValueError(
+                f"model={self.cfg.name}: {self.location!r} is a {model_type!r} checkpoint, but family "
+                f"{self.family!r} loads {list(self.MODEL_TYPES)}; "
+                "set `family` to the checkpoint's family (or generic)"
+            )
+
     # ------------------------------------------------------------------ family hooks
     def load(self, location: str, dtype, common: dict[str, Any]):
-        """The processor and the model of a checkpoint (families override the classes)."""
-        from transformers import AutoModelForImageTextToText, AutoProcessor
+        """The processor and the model of a checkpoint (families name their model class)."""
+        import transformers
 
-        processor = AutoProcessor.from_pretrained(location, **common)
-        model = AutoModelForImageTextToText.from_pretrained(location, dtype=dtype, **common)
+        processor = transformers.AutoProcessor.from_pretrained(location, **common)
+        model_class = getattr(transformers, self.MODEL_CLASS)
+        model = model_class.from_pretrained(location, dtype=dtype, device_map=self.device_map, **common)
         return processor, model
 
     def processor_inputs(self, prompts: list[str], images: list | None):
         """Model inputs of a batch of prompts (and their images), as the processor builds them."""
-        kwargs: dict[str, Any] = {"text": prompts, "return_tensors": "pt", "padding": True}
+        # A chat template writes every special token itself (Gemma's writes <bos>), so the
+        # tokenizer must not add its own: that would double them.
+        kwargs: dict[str, Any] = {"text": prompts, "return_tensors": "pt", "padding": True,
+                                  "add_special_tokens": not self.use_chat}
         if images is not None:
-            kwargs["images"] = images
+            kwargs["images"] = [[image] for image in images]  # one list per prompt: no ambiguity
         return self.processor(**kwargs)
+
+    def example_logits(self, inputs: dict[str, Any]):
+        """Logits aligned with ``inputs["input_ids"]`` for a batch of prompt + answer rows."""
+        return self.model(**inputs).logits
 
     def text_logits(self, input_ids, attention_mask):
         """Logits of text-only input (the exchangeability test scores text without images)."""
@@ -101,13 +169,12 @@ class HFScorer:
     def score_examples(self, examples: Sequence[Example]) -> pd.DataFrame:
         """One row per example: per-token log-probs and Min-K%++ z of the gold answer."""
         rows: list[dict[str, Any]] = []
-        size = max(1, int(self.cfg.batch_size))
-        for start in range(0, len(examples), size):
-            batch = list(examples[start : start + size])
+        prepared = [self._prepare(ex) for ex in examples]
+        for batch in self._batches(prepared, int(self.cfg.batch_size), self._input_length):
             # Image and text-only examples cannot share a processor call.
             for group in (
-                [ex for ex in batch if ex.image is not None],
-                [ex for ex in batch if ex.image is None],
+                [item for item in batch if item.example.image is not None],
+                [item for item in batch if item.example.image is None],
             ):
                 if group:
                     rows.extend(self._score_group(group))
@@ -115,36 +182,60 @@ class HFScorer:
         rows.sort(key=lambda row: order[row["example_id"]])
         return pd.DataFrame(rows)
 
-    def _score_group(self, group: list[Example]) -> list[dict[str, Any]]:
+    def _prepare(self, example: Example) -> PreparedExample:
+        prompt = self.prompt(example)
+        ids, merged = self.answer_ids(prompt, example.answer)
+        if not ids:
+            raise ValueError(f"{example.example_id}: the gold answer {example.answer!r} tokenises to nothing")
+        return PreparedExample(example, prompt, ids, merged)
+
+    def _encode(self, group: list[PreparedExample]):
+        images = [_open_rgb(item.example.image) for item in group] if group[0].example.image is not None else None
+        return self.processor_inputs([item.prompt for item in group], images)
+
+    def _input_length(self, item: PreparedExample) -> int:
+        """Tokens of the example's model input: its prompt as the processor expands it (image
+        tokens included), then its answer."""
+        return int(self._encode([item])["attention_mask"].sum()) + len(item.answer_ids)
+
+    def _batches(self, items: list[Item], batch_size: int, length: Callable[[Item], int]) -> list[list[Item]]:
+        """Consecutive batches of ``items``: of ``batch_size`` rows, or, with a token budget, as
+        many rows as fit in the budget (lengths are only computed then)."""
+        budget = self.cfg.token_budget
+        if budget is None:
+            return [items[start : start + batch_size] for start in range(0, len(items), batch_size)]
+        lengths = [length(item) for item in items]
+        oversized = sum(1 for n in lengths if n > budget)
+        if oversized:
+            log.warning("model=%s: %d inputs are longer than token_budget=%d and are scored alone",
+                        self.cfg.name, oversized, budget)
+        return [[items[index] for index in batch] for batch in token_budget_batches(lengths, budget)]
+
+    def _score_group(self, group: list[PreparedExample]) -> list[dict[str, Any]]:
         import torch
 
         from medexp.scoring.teacher_forcing import answer_token_scores
 
-        prompts = [self.prompt(ex) for ex in group]
-        answers = [self.answer_ids(p, ex.answer) for p, ex in zip(prompts, group)]
-        for ex, (ids, _) in zip(group, answers):
-            if not ids:
-                raise ValueError(f"{ex.example_id}: the gold answer {ex.answer!r} tokenises to nothing")
-        images = [_open_rgb(ex.image) for ex in group] if group[0].image is not None else None
-        encoded = self.processor_inputs(prompts, images)
-        inputs, answer_mask = _append_answers(encoded, [ids for ids, _ in answers], self.pad_id, self.SEQUENCE_KEYS)
+        encoded = self._encode(group)
+        inputs, answer_mask = _append_answers(encoded, [item.answer_ids for item in group], self.pad_id,
+                                              self.SEQUENCE_KEYS)
         inputs = {key: value.to(self.device) if torch.is_tensor(value) else value for key, value in inputs.items()}
         with torch.inference_mode():
-            logits = self.model(**inputs).logits
+            logits = self.example_logits(inputs)
         token_logprobs, token_z = answer_token_scores(logits, inputs["input_ids"], answer_mask.to(self.device))
         rows = []
-        for ex, (ids, merged), logprob, z in zip(group, answers, token_logprobs, token_z):
+        for item, logprob, z in zip(group, token_logprobs, token_z):
             values = logprob.cpu().numpy()
             rows.append(
                 {
-                    "example_id": ex.example_id,
-                    "position": ex.position,
-                    "n_answer_tokens": len(ids),
+                    "example_id": item.example.example_id,
+                    "position": item.example.position,
+                    "n_answer_tokens": len(item.answer_ids),
                     "token_logprobs": values.tolist(),
                     "token_minkpp_z": z.cpu().numpy().tolist(),
                     "sum_logprob": float(values.sum()),
                     "mean_logprob": float(values.mean()),
-                    "boundary_merged": merged,
+                    "boundary_merged": item.boundary_merged,
                 }
             )
         return rows
@@ -166,8 +257,7 @@ class HFScorer:
             raise ValueError(f"need 0 < stride ({stride}) < context_length ({context_length})")
         windows = [w for index, text in enumerate(texts) for w in self._windows(index, text, context_length, stride)]
         totals = np.zeros(len(texts), dtype=np.float64)
-        for start in range(0, len(windows), batch_size):
-            chunk = windows[start : start + batch_size]
+        for chunk in self._batches(windows, batch_size, lambda window: len(window.token_ids)):
             width = max(len(w.token_ids) for w in chunk)
             input_ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
             attention = torch.zeros((len(chunk), width), dtype=torch.long)
@@ -199,6 +289,27 @@ class HFScorer:
         return windows
 
 
+def token_budget_batches(lengths: Sequence[int], budget: int) -> list[list[int]]:
+    """Indices of consecutive batches, each as long as rows x longest length stays <= budget.
+
+    Greedy in order (the released order is kept, nothing is sorted); an input longer than the
+    budget forms a batch of its own.
+    """
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for index, length in enumerate(lengths):
+        widest = max(longest, length)
+        if current and (len(current) + 1) * widest > budget:
+            batches.append(current)
+            current, widest = [], length
+        current.append(index)
+        longest = widest
+    if current:
+        batches.append(current)
+    return batches
+
+
 def _append_answers(encoded, answer_ids: list[list[int]], pad_id: int, sequence_keys: tuple[str, ...]):
     """Model inputs of prompt + answer per row, right-padded, and the mask of answer tokens.
 
@@ -227,6 +338,44 @@ def _append_answers(encoded, answer_ids: list[list[int]], pad_id: int, sequence_
     inputs = {key: value for key, value in encoded.items() if key not in ("input_ids", "attention_mask")}
     inputs.update(per_token, input_ids=input_ids, attention_mask=attention)
     return inputs, answer_mask
+
+
+_GATED_HELP = (
+    "accept the licence on https://huggingface.co/{location} with your account, then log in "
+    "(`huggingface-cli login`, or set HF_TOKEN), or download the checkpoint where you have access "
+    "and set model.pretrained=/local/dir"
+)
+
+
+def load_error(name: str, location: str, error: BaseException) -> OSError:
+    """The error to raise when a checkpoint cannot be loaded, with what to do about it.
+
+    A gated repository (MedGemma) or a refused token (HTTP 401/403) gets instructions for access;
+    anything else, how to load the checkpoint from a local copy.
+    """
+    if _access_denied(error):
+        return OSError(f"model={name}: {location!r} is a gated or private repository and this machine has no "
+                       f"access to it ({type(error).__name__}). To use it, {_GATED_HELP.format(location=location)}.")
+    return OSError(
+        f"model={name}: cannot load {location!r} ({error}). Without hub access, download the "
+        f"checkpoint elsewhere (huggingface-cli download {location}) and set model.pretrained=/local/dir"
+    )
+
+
+def _access_denied(error: BaseException | None) -> bool:
+    """Whether the error, or one it was raised from, is the hub refusing access."""
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError
+
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, GatedRepoError):
+            return True
+        response = getattr(error, "response", None) if isinstance(error, HfHubHTTPError) else None
+        if getattr(response, "status_code", None) in (401, 403):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def _pick_device(requested: str) -> str:

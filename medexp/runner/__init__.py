@@ -67,6 +67,7 @@ def run_cell(cfg: DictConfig) -> CellOutcome:
         files = {f"{name}.png": figure for name, figure in result.figures.items()}
         if result.table is not None:
             files[f"{result.table_name}.parquet"] = result.table
+        files.update({f"{name}.parquet": table for name, table in result.extra_tables.items()})
         tracker.log_files(run_id, files)
         tracker.finish(run_id)
     except BaseException as error:

@@ -15,13 +15,13 @@ from typing import Callable
 from omegaconf import DictConfig, OmegaConf
 
 from medexp.benchmarks.base import Benchmark, Example
-from medexp.config.schemas import ExchConfig, ExchRankConfig
+from medexp.config.schemas import ExchConfig, ExchRankConfig, ImageNNConfig
 from medexp.detectors.base import DetectorResult
 
 log = logging.getLogger("medexp")
 
 # Model settings that cannot change a score; left out of the score-cache key.
-SCORE_NEUTRAL_MODEL_KEYS = ("name", "device", "batch_size", "token_budget")
+SCORE_NEUTRAL_MODEL_KEYS = ("name", "device", "device_map", "batch_size", "token_budget")
 
 
 @dataclass
@@ -101,3 +101,20 @@ def _exch_rank(ctx: CellContext) -> DetectorResult:
 
     table = example_scores(ctx.scorer, ctx.model_key, ctx.examples, ctx.cache_dir)
     return exch_rank_detector(table, ctx.cfg.detector, ctx.seed)
+
+
+@evaluator(ImageNNConfig)
+def _image_nn(ctx: CellContext) -> DetectorResult:
+    """Image near-neighbour overlap: needs no language model, so the cell's model plays no part."""
+    from medexp.hashing import derive_seed
+    from medexp.images.audit import image_nn_audit
+
+    detector = ctx.cfg.detector
+    # Seeded by corpus and backbone, not by the cell: all benchmarks share one calibrated tau.
+    seed = derive_seed(ctx.cfg.seed, "image_nn", detector.corpus.name, detector.embedder.name)
+    return image_nn_audit(ctx.examples, detector, ctx.cache_dir, seed)
+
+
+# The cohort detectors' evaluators live in their own module; importing it registers them.
+from medexp.runner import cohort_evaluators  # noqa: E402,F401
+

@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -38,6 +38,7 @@ class TrackedRun:
     status: str
     metrics: dict[str, float]
     tags: dict[str, str]
+    params: dict[str, str] = field(default_factory=dict)
 
 
 class Tracker:
@@ -103,6 +104,7 @@ class Tracker:
         with tempfile.TemporaryDirectory() as tmp:
             for name, content in files.items():
                 path = Path(tmp) / name
+                path.parent.mkdir(parents=True, exist_ok=True)  # a name may hold a folder
                 if isinstance(content, str):
                     path.write_text(content, encoding="utf-8")
                 elif isinstance(content, bytes):
@@ -112,6 +114,29 @@ class Tracker:
                 else:
                     content.savefig(path, dpi=120)
             self.client.log_artifacts(run_id, tmp, artifact_path)
+
+    def get_run(self, run_id: str) -> TrackedRun:
+        """A tracked run by id, with its status, metrics, tags and params."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            run = self.client.get_run(run_id)
+        except MlflowException as error:
+            raise ValueError(f"no run {run_id!r} in the tracking store {self.uri}") from error
+        data = run.data
+        return TrackedRun(run.info.run_id, run.info.status, dict(data.metrics), dict(data.tags), dict(data.params))
+
+    def read_table(self, run_id: str, artifact_path: str):
+        """A parquet artefact of a run as a DataFrame (downloaded to a temporary directory)."""
+        import pandas as pd
+        from mlflow.exceptions import MlflowException
+
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                local = self.client.download_artifacts(run_id, artifact_path, tmp)
+            except (MlflowException, OSError) as error:
+                raise ValueError(f"run {run_id} has no artefact {artifact_path!r}") from error
+            return pd.read_parquet(local)
 
     def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
         from mlflow.entities import RunTag

@@ -10,7 +10,8 @@ import pytest
 from PIL import Image
 
 from medexp.benchmarks.base import Benchmark, Example
-from medexp.benchmarks.local import image_problem, load_local
+from medexp.benchmarks.images import image_problem
+from medexp.benchmarks.local import load_local
 from medexp.demo.scans import ScanSpec, png_bytes, render_scan
 
 
@@ -75,12 +76,14 @@ def test_example_fields(bench_root):
     assert examples["7"].meta == {"source": "web"}
 
 
-@pytest.mark.parametrize("n", [1, 3, 5])
-def test_max_examples_keeps_the_first_n(bench_root, n):
+@pytest.mark.parametrize("n,kept,skipped", [(1, 1, 0), (3, 2, 1), (5, 3, 2), (7, 5, 2)])
+def test_max_examples_reads_the_first_n_rows(bench_root, n, kept, skipped):
+    # rows 3 and 5 have bad images: they count toward the cap ("first N rows") and are skipped
     full = load_local("mybench", bench_root, "test").examples
     bench = load_local("mybench", bench_root, "test", max_examples=n)
-    assert bench.examples == full[:n]
-    assert [ex.position for ex in bench.examples] == list(range(n))
+    assert bench.examples == full[:kept]
+    assert [ex.position for ex in bench.examples] == list(range(kept))
+    assert len(bench.skipped) == skipped
 
 
 def test_max_examples_larger_than_file(bench_root):

@@ -1,0 +1,101 @@
+"""OmniMedVQA (``format: omnimedvqa``): multiple-choice medical VQA, from the public release.
+
+Two layouts are read, the first one found under the root:
+
+1. The release: ``<root>/QA_information/Open-access/<dataset>.json``, each a JSON list of records
+   (dataset, question_id, question_type, question, gt_answer, image_path, option_A..option_D,
+   some options absent, modality_type); ``image_path`` is relative to the root
+   (``Images/<dataset>/...``). Files are read in sorted file-name order, rows in file order.
+2. A parquet mirror: shards of ``bench.split`` (hub naming, see hf_parquet) with the same
+   columns, the image as a datasets ``Image`` column ``image`` or as ``image_path``.
+
+Options are the present ones of A..D, in letter order. ``gt_answer`` is normally the option text;
+a bare letter A-D is replaced by that option's text; a letter naming an absent option skips the
+row (counted). The id is ``question_id``; meta carries the other scalar fields (dataset,
+question_type, modality_type, image_path) and ``answer_letter``. ``bench.max_examples`` caps
+the rows read, corrupt images included (the audit: first 5,000 rows, 4,999 usable).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Iterator
+
+from medexp.benchmarks.base import Benchmark
+from medexp.benchmarks.hf_parquet import IMAGE_COLUMN, image_fields, local_shards, read_rows, scalar_meta, split_patterns
+from medexp.benchmarks.records import SourceRow, assemble, require_fields
+
+QA_DIR = Path("QA_information") / "Open-access"
+LETTERS = ("A", "B", "C", "D")
+UNMATCHED_ANSWER = "unmatched answer"
+_REQUIRED = ("question_id", "question", "gt_answer")
+_OPTION_KEYS = tuple(f"option_{letter}" for letter in LETTERS)
+_TEXT_KEYS = ("question_id", "question", "gt_answer", IMAGE_COLUMN, *_OPTION_KEYS)
+_BARE_LETTER = re.compile(r"^\(?([A-D])[).]?$")
+
+
+def load(bench_cfg, cache_dir: Path) -> Benchmark:
+    """Load OmniMedVQA from ``bench.root`` or the hub mirror ``bench.hub_id``."""
+    from medexp.benchmarks.hub import dataset_root
+
+    patterns = [f"{QA_DIR.as_posix()}/*.json", "Images/*", *split_patterns(bench_cfg.split)]
+    root = dataset_root(bench_cfg, cache_dir, patterns)
+    return assemble(bench_cfg.name, bench_cfg.split, qa_rows(root, bench_cfg.split, Path(cache_dir)), bench_cfg.max_examples)
+
+
+def qa_rows(root: Path, split: str, cache_dir: Path) -> Iterator[SourceRow]:
+    """The root's QA records as rows, from the release JSON files, else from parquet shards."""
+    qa_dir = root / QA_DIR
+    if qa_dir.is_dir():
+        files = sorted(qa_dir.glob("*.json"), key=lambda path: path.name)
+        if not files:
+            raise FileNotFoundError(f"no QA json files in {qa_dir}")
+        for path in files:
+            records = json.loads(path.read_text(encoding="utf-8"))
+            for index, record in enumerate(records):
+                require_fields(record, (*_REQUIRED, "image_path"), f"{path}[{index}]")
+                yield _row(record, f"{path}[{index}]", {"image": root / record["image_path"]})
+        return
+    for index, record in read_rows(local_shards(root, split)):
+        yield _row(record, f"row {index}", _parquet_image(record, root, cache_dir, index))
+
+
+def _parquet_image(record: dict, root: Path, cache_dir: Path, index: int) -> dict[str, Any]:
+    if record.get(IMAGE_COLUMN) is None and record.get("image_path"):
+        return {"image": root / record["image_path"]}
+    return image_fields(record.get(IMAGE_COLUMN), root, cache_dir, f"row {index}")
+
+
+def _row(record: dict, where: str, image: dict[str, Any]) -> SourceRow:
+    require_fields(record, _REQUIRED, where)
+    options = {letter: str(record[key]) for letter, key in zip(LETTERS, _OPTION_KEYS) if record.get(key) is not None}
+    answer, letter = gold_answer(str(record["gt_answer"]), options)
+    if options and letter is None:
+        problem = f"{UNMATCHED_ANSWER}: {where}: gt_answer {record['gt_answer']!r} is not among the options"
+        image = {**image, "problem": problem}
+    return SourceRow(
+        source_id=record["question_id"],
+        question=str(record["question"]),
+        answer=answer,
+        options=tuple(options.values()) or None,
+        meta={**scalar_meta(record, _TEXT_KEYS), "answer_letter": letter},
+        **image,
+    )
+
+
+def gold_answer(gt_answer: str, options: dict[str, str]) -> tuple[str, str | None]:
+    """The gold answer text and its option letter (None when there are no options).
+
+    The text of an option wins over the letter reading, so an option literally named "A" keeps
+    its meaning; otherwise a bare letter ("B", "(B)", "B.") maps to that option's text.
+    """
+    text = gt_answer.strip()
+    for letter, option in options.items():
+        if option.strip() == text:
+            return option, letter
+    bare = _BARE_LETTER.match(text)
+    if bare and bare.group(1) in options:
+        return options[bare.group(1)], bare.group(1)
+    return text, None

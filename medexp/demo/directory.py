@@ -1,0 +1,96 @@
+"""Generated demo data directories: written once, atomically, and recognised when complete.
+
+A generator fills a sibling temp directory; a ``manifest.json`` (its identity, plus the SHA-256
+of every JSONL file) is written last and the directory is renamed into place, so ``root``
+either holds a complete data set or does not exist. A complete directory with the same
+identity is returned untouched; an outdated demo directory is replaced; anything that is not a
+demo directory is never deleted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+MANIFEST = "manifest.json"
+_DEMO_PREFIX = "demo-"  # every demo generator version starts with it
+
+
+def build_once(root: Path, identity: dict[str, Any], n_images: int, write_into: Callable[[Path], None]) -> Path:
+    """Run ``write_into(tmp_dir)`` unless ``root`` already holds this data set; return ``root``.
+
+    ``identity`` must contain ``generator`` (a version string starting with ``demo-``) and every
+    setting that changes the output; ``n_images`` is the number of files ``images/`` must hold.
+    """
+    root = Path(root)
+    if not str(identity.get("generator", "")).startswith(_DEMO_PREFIX):
+        raise ValueError(f"identity needs a generator version starting with {_DEMO_PREFIX!r}: {identity}")
+    if _is_complete(root, identity, n_images):
+        return root
+    _remove_outdated(root)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = root.parent / f"{root.name}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    try:
+        tmp.mkdir()
+        write_into(tmp)
+        digests = {path.name: _sha256(path) for path in sorted(tmp.glob("*.jsonl"))}
+        text = json.dumps({**identity, "sha256": digests}, indent=2, sort_keys=True) + "\n"
+        (tmp / MANIFEST).write_text(text, encoding="utf-8")  # written last: marks it finished
+        try:
+            os.rename(tmp, root)
+        except OSError:
+            # another process finished the same data set first
+            if _is_complete(root, identity, n_images):
+                shutil.rmtree(tmp)
+                return root
+            raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return root
+
+
+def read_manifest(root: Path) -> dict[str, Any] | None:
+    try:
+        manifest = json.loads((Path(root) / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _is_complete(root: Path, identity: dict[str, Any], n_images: int) -> bool:
+    manifest = read_manifest(root)
+    if manifest is None or any(manifest.get(key) != value for key, value in identity.items()):
+        return False
+    digests = manifest.get("sha256") or {}
+    if not digests:
+        return False
+    for name, digest in digests.items():
+        path = root / name
+        if not path.is_file() or _sha256(path) != digest:
+            return False
+    images = root / "images"
+    return images.is_dir() and sum(1 for _ in os.scandir(images)) == n_images
+
+
+def _remove_outdated(root: Path) -> None:
+    """Delete an earlier demo data set at ``root``; refuse to delete anything else."""
+    if not root.exists():
+        return
+    if root.is_dir() and not any(root.iterdir()):
+        root.rmdir()
+        return
+    manifest = read_manifest(root)
+    if manifest is None or not str(manifest.get("generator", "")).startswith(_DEMO_PREFIX):
+        raise FileExistsError(f"{root} exists and is not a generated demo data set; refusing to overwrite it")
+    shutil.rmtree(root)

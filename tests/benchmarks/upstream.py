@@ -1,0 +1,111 @@
+"""Writers of small fixtures in the exact upstream file formats the loaders read."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+# A datasets-style row group size small enough that a split spans several row groups.
+ROW_GROUP = 4
+
+
+def image_bytes(seed: int, fmt: str = "PNG", size: int = 12) -> bytes:
+    """A small random RGB image, distinct per seed."""
+    pixels = (np.random.default_rng(seed).random((size, size, 3)) * 255).astype("uint8")
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format=fmt)
+    return buffer.getvalue()
+
+
+def corrupt_bytes(seed: int = 0) -> bytes:
+    """A PNG signature followed by garbage: recognised as PNG by name, undecodable."""
+    return b"\x89PNG\r\n\x1a\n" + np.random.default_rng(seed).bytes(200)
+
+
+def write_file(path: Path, data: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+# ----------------------------------------------------------------------------------------- SLAKE
+# (qid, img_name, q_lang, answer_type, content_type, modality, location) in file order: the
+# release interleaves English and Chinese questions about the same image.
+SLAKE_ROWS = [
+    (11934, "xmlab102/source.jpg", "en", "OPEN", "Organ", "CT", "Abdomen"),
+    (11935, "xmlab102/source.jpg", "zh", "OPEN", "Organ", "CT", "Abdomen"),
+    (12035, "xmlab160/source.jpg", "en", "CLOSED", "Abnormality", "X-Ray", "Chest"),
+    (12001, "xmlab160/source.jpg", "en", "OPEN", "Modality", "X-Ray", "Chest"),
+    (12002, "xmlab160/source.jpg", "zh", "CLOSED", "Abnormality", "X-Ray", "Chest"),
+    (11950, "xmlab7/source.jpg", "en", "CLOSED", "Position", "MRI", "Brain"),
+    (11951, "xmlab7/source.jpg", "zh", "OPEN", "Position", "MRI", "Brain"),
+    (11800, "xmlab102/source.jpg", "en", "OPEN", "Size", "CT", "Abdomen"),
+]
+SLAKE_IMAGES = ("xmlab102/source.jpg", "xmlab160/source.jpg", "xmlab7/source.jpg")
+
+
+def slake_records() -> list[dict]:
+    """test.json content with every key of the official release (img_id int, triple list ...)."""
+    records = []
+    for index, (qid, img_name, lang, answer_type, content_type, modality, location) in enumerate(SLAKE_ROWS):
+        img_id = int(img_name.split("/")[0].removeprefix("xmlab"))
+        records.append({
+            "img_id": img_id,
+            "img_name": img_name,
+            "question": f"{'Which' if lang == 'en' else '哪个'} question {index}?",
+            "answer": f"answer {index}" if lang == "en" else f"答案 {index}",
+            "q_lang": lang,
+            "location": location,
+            "modality": modality,
+            "answer_type": answer_type,
+            "base_type": "vqa",
+            "content_type": content_type,
+            "triple": ["vhead", "_", "_"],
+            "qid": qid,
+        })
+    return records
+
+
+def write_slake(root: Path, records: list[dict] | None = None, zipped: bool = False) -> Path:
+    """The official layout (test.json + imgs/) or the hub layout (test.json + imgs.zip)."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "test.json").write_text(json.dumps(records or slake_records(), ensure_ascii=False), encoding="utf-8")
+    images = {name: image_bytes(seed, "JPEG") for seed, name in enumerate(SLAKE_IMAGES)}
+    if zipped:
+        with zipfile.ZipFile(root / "imgs.zip", "w") as bundle:
+            for name, data in images.items():
+                bundle.writestr(f"imgs/{name}", data)
+    else:
+        for name, data in images.items():
+            write_file(root / "imgs" / name, data)
+    return root
+
+
+# ----------------------------------------------------------------------------- hub parquet (HF)
+def write_hf_parquet(path: Path, columns: dict[str, list], features: dict | None = None,
+                     row_group: int = ROW_GROUP) -> Path:
+    """A parquet shard written by the datasets library; the ``image`` column becomes an Image
+    feature (struct of bytes and path) and ``features`` can declare other column types."""
+    import datasets
+
+    dataset = datasets.Dataset.from_dict(columns)
+    if "image" in columns:
+        dataset = dataset.cast_column("image", datasets.Image())
+    for name, feature in (features or {}).items():
+        dataset = dataset.cast_column(name, feature)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    dataset.to_parquet(str(path), batch_size=row_group)
+    return path
+
+
+def image_cells(seeds: list[int], corrupt: tuple[int, ...] = ()) -> list[dict]:
+    """Image feature values (embedded bytes); the listed positions hold undecodable bytes."""
+    return [
+        {"bytes": corrupt_bytes(seed) if position in corrupt else image_bytes(seed), "path": f"{seed}.png"}
+        for position, seed in enumerate(seeds)
+    ]

@@ -1,0 +1,344 @@
+"""Tiny random-weight checkpoints of the real transformers classes of each adapter family.
+
+Each builder trains a small byte-level BPE tokenizer with the family's special tokens, builds the
+family's real processor (image processor with small sizes, a chat template that keeps the real
+one's structure and end tokens) and the real model class from a config with tiny sizes, and
+saves both with ``save_pretrained``; the adapters load them back through ``from_pretrained``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from PIL import Image
+
+from medexp.benchmarks.base import Example
+from medexp.demo.scans import ScanSpec, png_bytes, render_scan
+
+VOCAB_SIZE = 400
+TEXT_HIDDEN = 32
+
+# (question, answer, scan, image width x height): answers of very different token lengths, images
+# of different sizes and aspect ratios so that dynamic-resolution processors (Qwen2.5-VL, anyres
+# LLaVA-OneVision, InternVL crops) give each example its own number of image tokens.
+IMAGE_QA = [
+    ("What modality is this scan?", "CT", ScanSpec("CT", "brain", seed=1), (32, 32)),
+    ("Is there a lesion?", "yes", ScanSpec("MRI", "liver", lesion=True, lesion_side="left", lesion_count=1, seed=2),
+     (48, 32)),
+    ("Which organ is shown?", "the left kidney, seen from the front", ScanSpec("X-Ray", "kidney", seed=3), (32, 56)),
+    ("How many lesions are visible in the upper part of the organ?", "two",
+     ScanSpec("Ultrasound", "lung", lesion=True, lesion_side="upper", lesion_count=2, seed=4), (40, 40)),
+    ("Where is the lesion?", "on the right side of the heart",
+     ScanSpec("CT", "heart", lesion=True, lesion_side="right", lesion_count=1, seed=5), (64, 32)),
+]
+TEXT_QA = [
+    ("Which modality uses sound waves?", "ultrasound"),
+    ("Name the organ that filters blood.", "the kidney filters blood"),
+    ("Is a CT scan an X-ray technique?", "yes"),
+]
+LONG_TEXT = "".join(f"Question: {q}\nAnswer: {a}\n" for q, a, _, _ in IMAGE_QA)
+
+
+def write_examples(root: Path) -> tuple[list[Example], list[Example]]:
+    """The image examples (scans written as PNG files under ``root``) and the text-only ones."""
+    root.mkdir(parents=True, exist_ok=True)
+    images = []
+    for i, (question, answer, spec, size) in enumerate(IMAGE_QA):
+        path = root / f"scan{i}.png"
+        path.write_bytes(png_bytes(render_scan(spec, size=64).resize(size, Image.BILINEAR)))
+        images.append(Example(f"tiny::test::img{i}", i, path, question, answer))
+    texts = [Example(f"tiny::test::txt{i}", len(IMAGE_QA) + i, None, q, a) for i, (q, a) in enumerate(TEXT_QA)]
+    return images, texts
+
+
+def _corpus() -> list[str]:
+    lines = [q for q, *_ in IMAGE_QA + TEXT_QA] + [a for _, a, *_ in IMAGE_QA + TEXT_QA]
+    return lines + [LONG_TEXT, "system user assistant model You are a helpful assistant."]
+
+
+def train_tokenizer(special_tokens: list[str], *, add_bos: str | None = None, **named_tokens):
+    """A byte-level BPE over the test corpus wrapped as a fast tokenizer.
+
+    ``named_tokens`` are the tokenizer's named special tokens (pad_token, bos_token, ...) and
+    its ``extra_special_tokens`` (image_token, ...), which processors read as attributes.
+    ``add_bos`` makes the tokenizer prepend that token by default, as Gemma's does.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB_SIZE,
+        special_tokens=special_tokens,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    bpe.train_from_iterator(_corpus(), trainer)
+    if add_bos is not None:
+        bpe.post_processor = processors.TemplateProcessing(
+            single=f"{add_bos} $A", pair=f"{add_bos} $A $B", special_tokens=[(add_bos, bpe.token_to_id(add_bos))]
+        )
+    named = {key: value for key, value in named_tokens.items() if key != "extra_special_tokens"}
+    return PreTrainedTokenizerFast(
+        tokenizer_object=bpe, extra_special_tokens=named_tokens.get("extra_special_tokens", {}), **named
+    )
+
+
+def _qwen2_text_config(tokenizer):
+    from transformers import Qwen2Config
+
+    return Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=TEXT_HIDDEN,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=False,
+    )
+
+
+def _siglip_vision_config(image_size: int, patch_size: int):
+    from transformers import SiglipVisionConfig
+
+    return SiglipVisionConfig(
+        image_size=image_size,
+        patch_size=patch_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+    )
+
+
+# ------------------------------------------------------------------------ Qwen2.5-VL
+
+QWEN_CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if loop.first and message['role'] != 'system' %}<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+    "{% endif %}<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
+    "{% for part in message['content'] %}{% if part['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
+                 "<|image_pad|>", "<|video_pad|>"]
+
+
+def build_qwen2_5_vl(out_dir: Path):
+    from transformers import (
+        Qwen2_5_VLConfig,
+        Qwen2_5_VLForConditionalGeneration,
+        Qwen2_5_VLProcessor,
+        Qwen2VLImageProcessor,
+        Qwen2VLVideoProcessor,
+    )
+
+    tokenizer = train_tokenizer(QWEN_SPECIALS, pad_token="<|endoftext|>", eos_token="<|im_end|>",
+                                extra_special_tokens={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>"})
+    # 4-pixel patches merged 2x2: an image of h x w pixels gives (h/8) x (w/8) image tokens.
+    sizes = {"patch_size": 4, "merge_size": 2, "temporal_patch_size": 2, "min_pixels": 16 * 16,
+             "max_pixels": 64 * 64, "size": {"shortest_edge": 16 * 16, "longest_edge": 64 * 64}}
+    processor = Qwen2_5_VLProcessor(
+        image_processor=Qwen2VLImageProcessor(**sizes),
+        tokenizer=tokenizer,
+        video_processor=Qwen2VLVideoProcessor(**sizes),
+        chat_template=QWEN_CHAT_TEMPLATE,
+    )
+    text = _qwen2_text_config(tokenizer).to_dict()
+    text["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 1, 1]}
+    config = Qwen2_5_VLConfig(
+        text_config=text,
+        vision_config={"depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 4,
+                       "out_hidden_size": TEXT_HIDDEN, "patch_size": 4, "spatial_merge_size": 2,
+                       "temporal_patch_size": 2, "window_size": 16, "fullatt_block_indexes": [1]},
+        image_token_id=tokenizer.convert_tokens_to_ids("<|image_pad|>"),
+        video_token_id=tokenizer.convert_tokens_to_ids("<|video_pad|>"),
+        vision_start_token_id=tokenizer.convert_tokens_to_ids("<|vision_start|>"),
+    )
+    return _save(Qwen2_5_VLForConditionalGeneration(config), processor, out_dir)
+
+
+# ------------------------------------------------------------------------ LLaVA-OneVision
+
+LLAVA_OV_CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{% for part in message['content'] %}{% if part['type'] == 'image' %}<image>\n{% endif %}{% endfor %}"
+    "{% for part in message['content'] %}{% if part['type'] == 'text' %}{{ part['text'] }}{% endif %}{% endfor %}"
+    "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def build_llava_onevision(out_dir: Path):
+    from transformers import (
+        LlavaOnevisionConfig,
+        LlavaOnevisionForConditionalGeneration,
+        LlavaOnevisionImageProcessor,
+        LlavaOnevisionProcessor,
+        LlavaOnevisionVideoProcessor,
+    )
+
+    tokenizer = train_tokenizer(["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>", "<video>"],
+                                pad_token="<|endoftext|>", eos_token="<|im_end|>",
+                                extra_special_tokens={"image_token": "<image>", "video_token": "<video>"})
+    side, patch = 16, 4  # base tile 16 px of 4 px patches: 16 tokens per tile
+    pinpoints = [[16, 16], [16, 32], [32, 16], [32, 32]]  # anyres grid of up to 2 x 2 tiles
+    image_processor = LlavaOnevisionImageProcessor(
+        size={"height": side, "width": side}, crop_size={"height": side, "width": side}, image_grid_pinpoints=pinpoints
+    )
+    video_processor = LlavaOnevisionVideoProcessor(size={"height": side, "width": side})
+    processor = LlavaOnevisionProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        video_processor=video_processor,
+        num_image_tokens=(side // patch) ** 2,
+        vision_feature_select_strategy="full",
+        chat_template=LLAVA_OV_CHAT_TEMPLATE,
+        vision_aspect_ratio="anyres_max_9",
+    )
+    config = LlavaOnevisionConfig(
+        vision_config=_siglip_vision_config(side, patch),
+        text_config=_qwen2_text_config(tokenizer),
+        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+        video_token_id=tokenizer.convert_tokens_to_ids("<video>"),
+        vision_feature_select_strategy="full",
+        vision_feature_layer=-1,
+        image_grid_pinpoints=pinpoints,
+        vision_aspect_ratio="anyres_max_9",
+    )
+    return _save(LlavaOnevisionForConditionalGeneration(config), processor, out_dir)
+
+
+# ------------------------------------------------------------------------ InternVL (hf format)
+
+INTERNVL_CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
+    "{% for part in message['content'] %}{% if part['type'] == 'image' %}<IMG_CONTEXT>\n"
+    "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def build_internvl(out_dir: Path):
+    from transformers import (
+        GotOcr2ImageProcessor,
+        InternVLConfig,
+        InternVLForConditionalGeneration,
+        InternVLProcessor,
+        InternVLVideoProcessor,
+    )
+
+    image_tokens = {"start_image_token": "<img>", "end_image_token": "</img>", "context_image_token": "<IMG_CONTEXT>",
+                    "video_token": "<video>"}
+    tokenizer = train_tokenizer(["<|endoftext|>", "<|im_start|>", "<|im_end|>", *image_tokens.values()],
+                                pad_token="<|endoftext|>", eos_token="<|im_end|>", extra_special_tokens=image_tokens)
+    side, patch = 16, 4  # a 16 px tile is 4 x 4 patches, pixel-shuffled by 0.5 into 4 tokens
+    processor = InternVLProcessor(
+        image_processor=GotOcr2ImageProcessor(size={"height": side, "width": side}, crop_to_patches=True,
+                                              min_patches=1, max_patches=4),
+        tokenizer=tokenizer,
+        video_processor=InternVLVideoProcessor(size={"height": side, "width": side}),
+        image_seq_length=4,
+        chat_template=INTERNVL_CHAT_TEMPLATE,
+    )
+    config = InternVLConfig(
+        vision_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                       "image_size": [side, side], "patch_size": [patch, patch]},
+        text_config=_qwen2_text_config(tokenizer),
+        image_token_id=tokenizer.convert_tokens_to_ids("<IMG_CONTEXT>"),
+        downsample_ratio=0.5,
+        projector_hidden_act="gelu",
+        vision_feature_layer=-1,
+        vision_feature_select_strategy="default",
+    )
+    return _save(InternVLForConditionalGeneration(config), processor, out_dir)
+
+
+# ------------------------------------------------------------------------ Gemma3 / MedGemma
+
+GEMMA_CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "<start_of_turn>{{ 'model' if message['role'] == 'assistant' else message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] | trim }}{% else %}"
+    "{% for part in message['content'] %}{% if part['type'] == 'image' %}<start_of_image>"
+    "{% elif part['type'] == 'text' %}{{ part['text'] | trim }}{% endif %}{% endfor %}{% endif %}<end_of_turn>\n"
+    "{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
+
+
+def build_gemma3(out_dir: Path):
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3ImageProcessor, Gemma3Processor
+
+    image_tokens = {"image_token": "<image_soft_token>", "boi_token": "<start_of_image>", "eoi_token": "<end_of_image>"}
+    # Gemma's tokenizer prepends <bos> by default while its chat template writes <bos> too.
+    tokenizer = train_tokenizer(["<pad>", "<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>", *image_tokens.values()],
+                                add_bos="<bos>", pad_token="<pad>", bos_token="<bos>", eos_token="<eos>",
+                                extra_special_tokens=image_tokens)
+    side, patch, tokens_per_image = 16, 4, 4  # 4 x 4 patches average-pooled to 2 x 2 soft tokens
+    processor = Gemma3Processor(
+        image_processor=Gemma3ImageProcessor(size={"height": side, "width": side}),
+        tokenizer=tokenizer,
+        chat_template=GEMMA_CHAT_TEMPLATE,
+        image_seq_length=tokens_per_image,
+    )
+    config = Gemma3Config(
+        text_config={"vocab_size": len(tokenizer), "hidden_size": TEXT_HIDDEN, "intermediate_size": 64,
+                     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
+                     "sliding_window": 16, "layer_types": ["sliding_attention", "full_attention"],
+                     "max_position_embeddings": 4096, "pad_token_id": tokenizer.pad_token_id,
+                     "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id},
+        vision_config=_siglip_vision_config(side, patch),
+        mm_tokens_per_image=tokens_per_image,
+        image_token_id=tokenizer.convert_tokens_to_ids("<image_soft_token>"),
+        boi_token_id=tokenizer.convert_tokens_to_ids("<start_of_image>"),
+        eoi_token_id=tokenizer.convert_tokens_to_ids("<end_of_image>"),
+    )
+    return _save(Gemma3ForConditionalGeneration(config), processor, out_dir)
+
+
+# ------------------------------------------------------------------------ shared
+
+
+def _save(model, processor, out_dir: Path) -> Path:
+    import torch
+
+    with torch.no_grad():
+        # Default init (std 0.02) gives near-uniform predictions in which context, padding or
+        # position mistakes would hide below the test tolerance; larger weights expose them.
+        for parameter in model.parameters():
+            if parameter.dim() >= 2:
+                parameter.normal_(0.0, 0.3)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir)
+    processor.save_pretrained(out_dir)
+    return out_dir
+
+
+@dataclass(frozen=True)
+class TinyFamily:
+    family: str  # the ModelFamily value the adapter is registered under
+    build: Callable[[Path], Path]
+
+
+FAMILIES = {
+    "qwen2_5_vl": TinyFamily("qwen2_5_vl", build_qwen2_5_vl),
+    "llava_onevision": TinyFamily("llava_onevision", build_llava_onevision),
+    "internvl": TinyFamily("internvl", build_internvl),
+    "gemma3": TinyFamily("gemma3", build_gemma3),
+}
+
+
+def build(name: str, root: Path) -> Path:
+    """Build the tiny checkpoint of a family under ``root`` (seeded, so identical every time)."""
+    import torch
+
+    torch.manual_seed(0)
+    return FAMILIES[name].build(root / name)
