@@ -4,6 +4,7 @@ from medexp.detectors.base import DetectorResult
 from medexp.detectors.exch import exch_detector
 from medexp.detectors.cohort import CohortScores
 from medexp.detectors.exch_rank import exch_rank_detector
+from medexp.detectors.image_nn import image_nn_detector
 from medexp.detectors.loss import loss_detector
 from medexp.detectors.mink_tail import mink_tail_detector
 from medexp.detectors.topk_jaccard import topk_jaccard_detector
@@ -13,6 +14,7 @@ __all__ = [
     "DetectorResult",
     "exch_detector",
     "exch_rank_detector",
+    "image_nn_detector",
     "loss_detector",
     "mink_tail_detector",
     "topk_jaccard_detector",

@@ -44,6 +44,7 @@ def image_nn_audit(examples: Sequence[Example], detector_cfg, cache_dir: str | P
     ``seed`` drives the calibration sample, IVF training and the recall sample; the evaluator
     derives it from the corpus and backbone, so every benchmark is judged at the same tau.
     """
+    from medexp.config.schemas import IndexKind
     from medexp.detectors.image_nn import image_nn_detector
     from medexp.images.embedders import load_embedder
     from medexp.images.search import ExactSearch, build_searcher, nearest, recall_at_1
@@ -92,7 +93,7 @@ def image_nn_audit(examples: Sequence[Example], detector_cfg, cache_dir: str | P
         checked = np.sort(rng.choice(len(queries), size=min(index_cfg.recall_sample, len(queries)), replace=False))
         exact = ExactSearch(corpus_set, index_cfg.block_size, index_cfg.gpu)
         recall = recall_at_1(searcher, exact, queries[checked], exclude[checked])
-        log.info("image_nn: %s index recall@1 = %.4f on %d queries", index_cfg.kind, recall, len(checked))
+        log.info("image_nn: %s index recall@1 = %.4f on %d queries", IndexKind(index_cfg.kind).value, recall, len(checked))
         extra_metrics.update({"approx_recall_at_1": recall, "approx_recall_queries": float(len(checked))})
 
     table = neighbour_table(with_image, corpus_rows, bench_distances, bench_neighbours)

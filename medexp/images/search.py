@@ -91,7 +91,7 @@ class ApproximateSearch:
             if nlist > n:
                 raise ValueError(f"ivf needs nlist <= corpus size ({n}), got {nlist}")
             index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
-            index.cp.seed = seed
+            index.cp.seed = seed % (2**31 - 1)  # faiss takes a signed 32-bit seed
             rng = np.random.default_rng(seed)
             train = np.sort(rng.choice(n, size=min(n, 64 * nlist), replace=False))
             index.train(corpus.rows(train))
