@@ -8,7 +8,7 @@ so Hydra's compose API works on ``conf/`` right after ``import medexp``. Heavy l
 from medexp.config import register_resolvers, register_schemas
 from medexp.benchmarks import load_benchmark  # noqa: F401  (public API; imports its loaders lazily)
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 register_schemas()
 register_resolvers()

@@ -1,4 +1,4 @@
-"""Shared fixtures: one demo cache per test session (models are built once), fresh stores."""
+"""Shared fixtures: one demo cache per test session (models are built once), fresh stores, one torch thread."""
 
 from __future__ import annotations
 
@@ -11,6 +11,18 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def one_torch_thread():
+    """One torch thread from the first test that asks for it: tiny matrices gain nothing from
+    intra-op threads, and a busy machine makes spinning thread pools orders of magnitude slower."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
 
 
 @pytest.fixture(scope="session")

@@ -66,7 +66,7 @@ def store_image_bytes(data: bytes, store: Path, label: str) -> tuple[Path | None
     Returns ``(path, None)`` for a good image and ``(None, reason)`` for bytes that do not decode;
     ``label`` names the image's origin in that reason.
     """
-    from medexp.scoring.cache import atomic_write_bytes
+    from medexp.atomic import atomic_write_bytes
 
     digest = hashlib.sha256(data).hexdigest()
     existing = sorted((store / digest[:2]).glob(f"{digest}.*"))

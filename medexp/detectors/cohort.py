@@ -14,6 +14,8 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from medexp.stats.cohort import CohortRelabelResult
+
 
 @dataclass
 class CohortScores:
@@ -74,6 +76,20 @@ class CohortScores:
                 raise ValueError(f"{bad} of {values.size} {what} values of model {name!r} are NaN or infinite")
             columns.append(values)
         return np.column_stack(columns)
+
+
+def relabel_metrics(test: CohortRelabelResult, matrix_shape: tuple[int, int]) -> dict[str, float]:
+    """Metrics of a cohort-relabel test beyond its p-value and statistic: the null's mean and
+    spread, the exceedance count (for refining), and the (examples x models) size it ran on."""
+    n_examples, n_models = matrix_shape
+    return {
+        "null_mean": test.null_mean,
+        "null_std": test.null_std,
+        "n_exceed": float(test.n_exceed),
+        "n_permutations": float(test.n_permutations),
+        "n_models": float(n_models),
+        "n_examples": float(n_examples),
+    }
 
 
 def min_k_count(n_tokens: int, k_percent: float) -> int:

@@ -22,7 +22,7 @@ import pandas as pd
 
 from medexp.config.schemas import RankBy
 from medexp.detectors.base import DetectorResult
-from medexp.detectors.cohort import CohortScores, model_colors
+from medexp.detectors.cohort import CohortScores, model_colors, relabel_metrics
 from medexp.stats.cohort import cohort_relabel_test, deltas_vs_cohort
 
 _TEXT_COLUMNS = ("question", "answer")
@@ -44,12 +44,7 @@ def loss_detector(cohort: CohortScores, cfg, seed: int, meta: pd.DataFrame | Non
         "target_mean_nll": float(nll[:, 0].mean()),
         "cohort_median_mean_nll": float(np.median(nll[:, 1:], axis=1).mean()),
         "frac_lowest_loss": float(np.mean(nll[:, 0] < nll[:, 1:].min(axis=1))),
-        "null_mean": test.null_mean,
-        "null_std": test.null_std,
-        "n_exceed": float(test.n_exceed),
-        "n_permutations": float(test.n_permutations),
-        "n_models": float(nll.shape[1]),
-        "n_examples": float(nll.shape[0]),
+        **relabel_metrics(test, nll.shape),
         "flag": float(test.p_value < cfg.alpha),
     }
     return DetectorResult(metrics, table, "loss_ranking", {"loss_ranking": _figure(nll, table, cohort.models, cfg)})

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from medexp.detectors.base import DetectorResult
-from medexp.detectors.cohort import CohortScores, meta_columns, min_k_scores, model_colors
+from medexp.detectors.cohort import CohortScores, meta_columns, min_k_scores, model_colors, relabel_metrics
 from medexp.stats.cohort import cohort_relabel_test, deltas_vs_cohort
 
 log = logging.getLogger("medexp")
@@ -62,12 +62,7 @@ def mink_tail_detector(cohort: CohortScores, cfg, seed: int, meta: pd.DataFrame 
         "p_value": test.p_value,
         "statistic": test.statistic,
         **_tail_summary(target, thresholds),
-        "null_mean": test.null_mean,
-        "null_std": test.null_std,
-        "n_exceed": float(test.n_exceed),
-        "n_permutations": float(test.n_permutations),
-        "n_models": float(deltas.shape[1]),
-        "n_examples": float(deltas.shape[0]),
+        **relabel_metrics(test, deltas.shape),
         "flag": float(np.mean(target > cfg.flag_threshold) > cfg.flag_fraction),
     }
     table = _strata_table(target, cohort.example_ids, meta, cfg, thresholds)

@@ -116,7 +116,7 @@ def embed_images(
     bounds = [(start, min(start + shard_size, len(paths))) for start in range(0, len(paths), shard_size)]
     shard_paths = [entry / f"shard-{start:09d}-{stop:09d}.npy" for start, stop in bounds]
     if not (entry / _MARKER).is_file():
-        from medexp.scoring.cache import atomic_write_bytes
+        from medexp.atomic import atomic_write_bytes
 
         entry.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(entry / "key.json", json.dumps(key, sort_keys=True, indent=1).encode())

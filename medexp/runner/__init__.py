@@ -41,8 +41,11 @@ def run_cell(cfg: DictConfig) -> CellOutcome:
     cell = Cell.from_config(cfg)
     tracker = Tracker(cfg.tracking, cfg.paths.root)
     resolved = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    # Same key but other settings (seed, permutations, ...) is another computation.
-    fingerprint = stable_hash({k: v for k, v in resolved.items() if k not in _RUN_NEUTRAL_KEYS})
+    # Same key but other settings (seed, permutations, ...) or another medexp version is another
+    # computation.
+    fingerprint = stable_hash(
+        {"medexp": _version(), **{k: v for k, v in resolved.items() if k not in _RUN_NEUTRAL_KEYS}}
+    )
     if not cfg.force:
         done = tracker.find_finished(cell.key, fingerprint)
         if done is not None:

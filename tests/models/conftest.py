@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 from omegaconf import OmegaConf
 
 from medexp.config.schemas import ModelConfig
@@ -14,13 +13,8 @@ from tests.models import tiny
 
 
 @pytest.fixture(scope="session", autouse=True)
-def one_torch_thread():
-    """Tiny matrices gain nothing from intra-op threads, and a busy machine makes spinning thread
-    pools orders of magnitude slower."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+def tiny_models_on_one_torch_thread(one_torch_thread):
+    """Every test here runs tiny models: one torch thread (see ``one_torch_thread``)."""
 
 
 @pytest.fixture(scope="session")

@@ -8,63 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
-from PIL import Image
 
 from medexp.benchmarks.base import Example
+from tests.manual_scoring import ATOL, assert_rows_close, chat_answer_scores, rows, text_logprob
 from tests.models import tiny
 from tests.models.conftest import make_scorer
-
-ATOL = 1e-5
-
-
-def manual_answer_scores(scorer, example: Example):
-    """Answer ids, log p and Min-K%++ z from one unbatched forward pass of prompt + answer, built
-    directly with the processor and its chat template (no adapter code)."""
-    processor = scorer.processor
-    content = ([{"type": "image"}] if example.image is not None else []) + [{"type": "text", "text": example.question}]
-    prompt = processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True,
-                                           tokenize=False)
-    kwargs = {"return_tensors": "pt", "add_special_tokens": False}
-    if example.image is not None:
-        with Image.open(example.image) as image:
-            kwargs["images"] = [[image.convert("RGB")]]
-    prompt_ids = processor(text=[prompt], **kwargs)["input_ids"][0]
-    full = processor(text=[prompt + example.answer], **kwargs)
-    ids = full["input_ids"][0]
-    n_prompt = len(prompt_ids)
-    assert torch.equal(ids[:n_prompt], prompt_ids), "prompt + answer does not start with the prompt's tokens"
-    with torch.no_grad():
-        logits = scorer.model(**full).logits[0].double()
-    log_p = torch.log_softmax(logits, dim=-1)
-    positions = range(n_prompt, len(ids))
-    logprobs = np.array([log_p[t - 1, ids[t]].item() for t in positions])
-    p = log_p.exp()
-    mu = (p * log_p).sum(-1)
-    sigma = ((p * log_p**2).sum(-1) - mu**2).sqrt()
-    z = np.array([((log_p[t - 1, ids[t]] - mu[t - 1]) / sigma[t - 1]).item() for t in positions])
-    return ids[n_prompt:].tolist(), logprobs, z
-
-
-def manual_text_logprob(scorer, text: str) -> float:
-    """Sum of log p(x_t | x_<t) of a text scored on its own, without image or chat template."""
-    ids = scorer.tokenizer(text, add_special_tokens=False)["input_ids"]
-    if scorer.tokenizer.bos_token_id is not None:
-        ids = [scorer.tokenizer.bos_token_id] + ids
-    with torch.no_grad():
-        log_p = torch.log_softmax(scorer.model(input_ids=torch.tensor([ids])).logits[0].double(), -1)
-    return sum(log_p[t - 1, ids[t]].item() for t in range(1, len(ids)))
-
-
-def assert_rows_close(a: dict, b: dict, atol: float = ATOL) -> None:
-    assert (a["example_id"], a["position"], a["n_answer_tokens"]) == (b["example_id"], b["position"],
-                                                                      b["n_answer_tokens"])
-    np.testing.assert_allclose(a["token_logprobs"], b["token_logprobs"], rtol=0, atol=atol)
-    np.testing.assert_allclose(a["token_minkpp_z"], b["token_minkpp_z"], rtol=0, atol=atol)
-
-
-def rows(frame) -> list[dict]:
-    return frame.to_dict("records")
 
 
 class SidedProcessor:
@@ -135,7 +83,7 @@ class ScorerContract:
     @pytest.mark.parametrize("kind,index", [("image", 0), ("image", 2), ("image", 4), ("text", 1)])
     def test_token_logprobs_match_manual_forward(self, scorer, examples, kind, index):
         example = examples[0 if kind == "image" else 1][index]
-        ids, logprobs, z = manual_answer_scores(scorer, example)
+        ids, logprobs, z = chat_answer_scores(scorer, example)
         row = rows(scorer.score_examples([example]))[0]
         assert scorer.tokenizer.decode(ids) == example.answer
         assert row["n_answer_tokens"] == len(ids)
@@ -182,5 +130,5 @@ class ScorerContract:
         one = scorer.score_texts(texts, context_length=4096, stride=2048, batch_size=1)
         three = scorer.score_texts(texts, context_length=4096, stride=2048, batch_size=3)
         for value, text in zip(one, texts):
-            assert value == pytest.approx(manual_text_logprob(scorer, text), abs=1e-4)
+            assert value == pytest.approx(text_logprob(scorer.model, scorer.tokenizer, text), abs=1e-4)
         np.testing.assert_allclose(three, one, rtol=0, atol=1e-4)

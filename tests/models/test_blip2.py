@@ -7,20 +7,12 @@ from functools import partial
 import numpy as np
 import pytest
 import torch
-import tiny_blip as tb
 
-from medexp.config import compose
 from medexp.models import scorer_class
 from medexp.models.blip import Blip2Scorer
+from tests.models import tiny_blip as tb
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Tiny matrices gain nothing from intra-op threads, and a busy machine makes them slower."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+make = partial(tb.make_scorer, Blip2Scorer)
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +25,7 @@ def tiny(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def scorer(tiny):
-    return tb.make_scorer(Blip2Scorer, tiny[0], batch_size=16)
+    return make(tiny[0], batch_size=16)
 
 
 def test_family_resolves_to_the_blip2_adapter():
@@ -41,17 +33,13 @@ def test_family_resolves_to_the_blip2_adapter():
 
 
 def test_yaml_selects_the_family_and_its_prompt():
-    model = compose(["model=blip2"]).model
-    assert (model.family.value, model.pretrained) == ("blip2", "Salesforce/blip2-opt-2.7b")
-    assert model.prompt_template == "Question: {question} Answer:"
-    assert model.trust_remote_code is False and model.use_chat_template is False
+    tb.check_model_yaml("blip2", "Salesforce/blip2-opt-2.7b", "Question: {question} Answer:")
 
 
 def test_another_family_refuses_the_checkpoint(tiny):
     from medexp.models.blip import InstructBlipScorer
 
-    with pytest.raises(ValueError, match=r"'blip-2' checkpoint.*\['instructblip'\]"):
-        tb.make_scorer(InstructBlipScorer, tiny[0])
+    tb.check_refuses_checkpoint(InstructBlipScorer, tiny[0], "blip-2", "instructblip")
 
 
 def test_loads_the_real_class_through_from_pretrained(scorer):
@@ -88,19 +76,19 @@ def test_token_logprobs_match_manual_forward(scorer, tiny, kind, index):
 def test_batched_equals_one_at_a_time(tiny):
     images, texts = tiny[2], tiny[3]
     mixed = [texts[0], images[0], images[2], texts[1], images[1], images[4], images[3]]
-    tb.check_batched_equals_single(partial(tb.make_scorer, Blip2Scorer, tiny[0]), mixed)
+    tb.check_batched_equals_single(partial(make, tiny[0]), mixed)
 
 
 @pytest.mark.parametrize("side", ["right", "left"])
 def test_score_does_not_depend_on_batch_companions(tiny, side):
     model_dir = tiny[0] if side == "right" else tiny[1]
-    assert tb.make_scorer(Blip2Scorer, model_dir).tokenizer.padding_side == side
-    tb.check_batch_companions(tb.make_scorer(Blip2Scorer, model_dir, batch_size=4), tiny[2], tiny[3])
+    assert make(model_dir).tokenizer.padding_side == side
+    tb.check_batch_companions(make(model_dir, batch_size=4), tiny[2], tiny[3])
 
 
 def test_processor_padding_side_does_not_change_scores(tiny):
-    right = tb.rows(tb.make_scorer(Blip2Scorer, tiny[0], batch_size=8).score_examples(tiny[2] + tiny[3]))
-    left = tb.rows(tb.make_scorer(Blip2Scorer, tiny[1], batch_size=8).score_examples(tiny[2] + tiny[3]))
+    right = tb.rows(make(tiny[0], batch_size=8).score_examples(tiny[2] + tiny[3]))
+    left = tb.rows(make(tiny[1], batch_size=8).score_examples(tiny[2] + tiny[3]))
     for a, b in zip(left, right):
         tb.assert_rows_close(a, b)
 
@@ -113,9 +101,9 @@ def test_processor_without_query_count_takes_it_from_the_model(tiny, tmp_path):
     """A processor saved without num_query_tokens would write no placeholders, and the model
     would find no slot for its queries; the adapter fills the count in and scores the same."""
     old_style = tb.build_blip2(tmp_path / "old", num_query_tokens=None)
-    scorer = tb.make_scorer(Blip2Scorer, old_style, batch_size=8)
+    scorer = make(old_style, batch_size=8)
     assert scorer.processor.num_query_tokens == tb.NUM_QUERY_TOKENS
-    reference = tb.rows(tb.make_scorer(Blip2Scorer, tiny[0], batch_size=8).score_examples(tiny[2]))
+    reference = tb.rows(make(tiny[0], batch_size=8).score_examples(tiny[2]))
     for a, b in zip(tb.rows(scorer.score_examples(tiny[2])), reference):
         tb.assert_rows_close(a, b)
 
@@ -127,7 +115,7 @@ def test_score_texts_uses_the_language_model_alone(scorer):
 def test_bfloat16_scores_close_to_float32(tiny, scorer, monkeypatch):
     """The GPU setting (bf16 weights) runs, hands the model pixels in its own dtype (the
     processor makes float32 ones) and stays close to float32 scores."""
-    bf16 = tb.make_scorer(Blip2Scorer, tiny[0], batch_size=8, dtype="bfloat16")
+    bf16 = make(tiny[0], batch_size=8, dtype="bfloat16")
     assert bf16.model.dtype == torch.bfloat16
     calls = tb.record_model_inputs(bf16, monkeypatch)
     low = tb.rows(bf16.score_examples(tiny[2] + tiny[3]))

@@ -9,23 +9,16 @@ from pathlib import Path
 
 import pytest
 import torch
-import tiny_blip as tb
 
-from medexp.config import compose
 from medexp.models import scorer_class
 from medexp.models.blip import CheXagentScorer
+from tests.models import tiny_blip as tb
 
 # The prompt format of CheXagent's model card, as conf/model/chexagent.yaml sets it.
 PROMPT = " USER: <s>{question} ASSISTANT: <s>"
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Tiny matrices gain nothing from intra-op threads, and a busy machine makes them slower."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+# use_chat_template stays at its default (True): the adapter must ignore it.
+make = partial(tb.make_scorer, CheXagentScorer, prompt_template=PROMPT, use_chat_template=True)
 
 
 @pytest.fixture(scope="module")
@@ -35,12 +28,6 @@ def tiny(tmp_path_factory):
     images, texts = tb.write_examples(root)
     plain = tb.build_blip2(root / "plain", language_model="mistral")
     return plain, tb.build_remote_standin(root / "remote", plain), images, texts
-
-
-def make(model_dir, batch_size: int = 1, **overrides):
-    # use_chat_template stays at its default (True): the adapter must ignore it.
-    return tb.make_scorer(CheXagentScorer, model_dir, batch_size=batch_size, prompt_template=PROMPT,
-                          use_chat_template=True, **overrides)
 
 
 @pytest.fixture(scope="module")
@@ -58,10 +45,7 @@ def test_family_resolves_to_the_chexagent_adapter():
 
 
 def test_yaml_enables_remote_code_and_the_model_card_prompt():
-    model = compose(["model=chexagent"]).model
-    assert (model.family.value, model.pretrained) == ("chexagent", "StanfordAIMI/CheXagent-8b")
-    assert model.trust_remote_code is True
-    assert model.prompt_template == PROMPT
+    tb.check_model_yaml("chexagent", "StanfordAIMI/CheXagent-8b", PROMPT, trust_remote_code=True)
 
 
 def test_no_other_model_file_enables_remote_code():

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.manual_scoring import rows
 from tests.models.conftest import make_scorer
-from tests.models.contract import ScorerContract, rows
+from tests.models.contract import ScorerContract
 
 
 class TestGemma3(ScorerContract):

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from medexp.models.hf import HFScorer, token_budget_batches
+from tests.manual_scoring import assert_rows_close, chat_answer_scores, rows
 from tests.models.conftest import make_scorer
-from tests.models.contract import assert_rows_close, manual_answer_scores, rows
 from tests.models.tiny import LONG_TEXT
 
 FAMILIES = ["qwen2_5_vl", "llava_onevision", "internvl", "gemma3"]
@@ -24,7 +24,7 @@ def test_generic_adapter_loads_and_scores_every_family_checkpoint(tiny_checkpoin
     mixed = [*tiny_examples[0][:3], tiny_examples[1][0]]
     for a, b in zip(rows(generic.score_examples(mixed)), rows(dedicated.score_examples(mixed))):
         assert_rows_close(a, b, atol=0)
-    _, logprobs, _ = manual_answer_scores(generic, mixed[2])
+    _, logprobs, _ = chat_answer_scores(generic, mixed[2])
     np.testing.assert_allclose(rows(generic.score_examples([mixed[2]]))[0]["token_logprobs"], logprobs, atol=1e-5)
 
 

@@ -7,22 +7,14 @@ from functools import partial
 
 import pytest
 import torch
-import tiny_blip as tb
 
-from medexp.config import compose
 from medexp.models import scorer_class
 from medexp.models.blip import InstructBlipScorer
+from tests.models import tiny_blip as tb
 
 PROMPT = "Question: {question} Short answer:"
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Tiny matrices gain nothing from intra-op threads, and a busy machine makes them slower."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+make = partial(tb.make_scorer, InstructBlipScorer, prompt_template=PROMPT)
 
 
 @pytest.fixture(scope="module")
@@ -32,10 +24,6 @@ def tiny(tmp_path_factory):
     images, texts = tb.write_examples(root)
     left = tb.build_instructblip(root / "left", padding_side="left", qformer_padding_side="left")
     return tb.build_instructblip(root / "right"), left, images, texts
-
-
-def make(model_dir, batch_size: int = 1, **overrides):
-    return tb.make_scorer(InstructBlipScorer, model_dir, batch_size=batch_size, prompt_template=PROMPT, **overrides)
 
 
 @pytest.fixture(scope="module")
@@ -48,17 +36,13 @@ def test_family_resolves_to_the_instructblip_adapter():
 
 
 def test_yaml_selects_the_family_and_its_prompt():
-    model = compose(["model=instructblip"]).model
-    assert (model.family.value, model.pretrained) == ("instructblip", "Salesforce/instructblip-vicuna-7b")
-    assert model.prompt_template == PROMPT
-    assert model.trust_remote_code is False and model.use_chat_template is False
+    tb.check_model_yaml("instructblip", "Salesforce/instructblip-vicuna-7b", PROMPT)
 
 
 def test_another_family_refuses_the_checkpoint(tiny):
     from medexp.models.blip import Blip2Scorer
 
-    with pytest.raises(ValueError, match=r"'instructblip' checkpoint.*\['blip-2'\]"):
-        tb.make_scorer(Blip2Scorer, tiny[0])
+    tb.check_refuses_checkpoint(Blip2Scorer, tiny[0], "instructblip", "blip-2")
 
 
 def test_loads_the_real_classes_through_from_pretrained(scorer):

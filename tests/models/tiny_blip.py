@@ -16,32 +16,21 @@ import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
-from PIL import Image
 
 from medexp.benchmarks.base import Example
+from medexp.config import compose
 from medexp.config.schemas import ModelConfig
-from medexp.demo.scans import ScanSpec, png_bytes, render_scan
+from tests import scan_examples
+from tests.manual_scoring import ATOL, answer_scores, assert_rows_close, open_rgb, rows, text_logprob
 
-ATOL = 1e-5
 IMAGE_SIZE = 16
 PATCH_SIZE = 8
 NUM_QUERY_TOKENS = 4
 IMAGE_TOKEN = "<image>"
 
-QA = [
-    # (question, answer, scan) -- answers of very different token lengths so that batches pad
-    ("What modality is this scan?", "CT", ScanSpec("CT", "brain", seed=1)),
-    ("Is there a lesion?", "yes", ScanSpec("MRI", "liver", lesion=True, lesion_side="left", lesion_count=1, seed=2)),
-    ("Which organ is shown?", "the left kidney, seen from the front", ScanSpec("X-Ray", "kidney", seed=3)),
-    ("How many lesions are visible in the upper part of the organ?", "two",
-     ScanSpec("Ultrasound", "lung", lesion=True, lesion_side="upper", lesion_count=2, seed=4)),
-    ("Where is the lesion?", "on the right side of the heart",
-     ScanSpec("CT", "heart", lesion=True, lesion_side="right", lesion_count=1, seed=5)),
-]
-TEXT_ONLY = [
-    ("Which modality uses sound waves?", "ultrasound"),
-    ("Name the organ that filters blood.", "the kidney filters blood"),
-]
+# The first five scans and two text-only questions: the tokenizers below are trained on them.
+QA = scan_examples.QA[:5]
+TEXT_ONLY = scan_examples.TEXT_ONLY[:2]
 LONG_TEXT = "".join(f"Question: {q}\nAnswer: {a}\n" for q, a, _ in QA)
 CORPUS = [text for q, a, _ in QA for text in (q, a, f"Question: {q} Answer: {a}")] + [
     text for q, a in TEXT_ONLY for text in (q, a, f"Question: {q} Answer: {a}")
@@ -50,13 +39,7 @@ CORPUS = [text for q, a, _ in QA for text in (q, a, f"Question: {q} Answer: {a}"
 
 def write_examples(root: Path) -> tuple[list[Example], list[Example]]:
     """(image examples, text-only examples) with scans written under ``root``."""
-    images = []
-    for i, (question, answer, spec) in enumerate(QA):
-        path = root / f"scan{i}.png"
-        path.write_bytes(png_bytes(render_scan(spec, size=32)))
-        images.append(Example(f"t::test::img{i}", i, path, question, answer))
-    texts = [Example(f"t::test::txt{i}", len(QA) + i, None, q, a) for i, (q, a) in enumerate(TEXT_ONLY)]
-    return images, texts
+    return scan_examples.write_examples(root, QA, TEXT_ONLY)
 
 
 # ---------------------------------------------------------------------------- tokenizers
@@ -271,15 +254,25 @@ def build_remote_standin(out_dir: Path, blip2_dir: Path) -> Path:
 # ---------------------------------------------------------------------------- shared checks
 
 
-def open_rgb(path: Path):
-    with Image.open(path) as image:
-        return image.convert("RGB")
-
-
 def make_scorer(scorer_cls, model_dir: Path, batch_size: int = 1, **overrides):
     settings = {"prompt_template": "Question: {question} Answer:", "use_chat_template": False, **overrides}
     cfg = OmegaConf.structured(ModelConfig(name="tiny", batch_size=batch_size, device="cpu", **settings))
     return scorer_cls(cfg, str(model_dir))
+
+
+def check_model_yaml(family: str, pretrained: str, prompt_template: str, trust_remote_code: bool = False) -> None:
+    """conf/model/<family>.yaml selects the family, its hub checkpoint and its prompt, with no chat
+    template; remote code runs only where ``trust_remote_code`` says."""
+    model = compose([f"model={family}"]).model
+    assert (model.family.value, model.pretrained) == (family, pretrained)
+    assert model.prompt_template == prompt_template
+    assert model.trust_remote_code is trust_remote_code and model.use_chat_template is False
+
+
+def check_refuses_checkpoint(scorer_cls, model_dir: Path, model_type: str, loads: str) -> None:
+    """The adapter refuses a checkpoint of another model type, naming its type and the one it loads."""
+    with pytest.raises(ValueError, match=rf"'{model_type}' checkpoint.*\['{loads}'\]"):
+        make_scorer(scorer_cls, model_dir)
 
 
 def manual_answer_scores(model, processor, prompt: str, example: Example, text_only_lm=None):
@@ -295,42 +288,13 @@ def manual_answer_scores(model, processor, prompt: str, example: Example, text_o
     # An InstructBLIP Q-Former reads the instruction, not the answer being scored.
     full.update({key: value for key, value in prompt_only.items() if key.startswith("qformer_")})
     ids = full["input_ids"][0]
-    n_prompt = len(prompt_ids)
-    assert torch.equal(ids[:n_prompt], prompt_ids)
     with torch.no_grad():
         if example.image is None:
             logits = text_only_lm(input_ids=full["input_ids"], attention_mask=full["attention_mask"]).logits
         else:
             logits = model(**full).logits
-    log_p = torch.log_softmax(logits[0, -len(ids):].double(), dim=-1)
-    positions = range(n_prompt, len(ids))
-    logprobs = np.array([log_p[t - 1, ids[t]].item() for t in positions])
-    p = log_p.exp()
-    mu = (p * log_p).sum(-1)
-    sigma = ((p * log_p**2).sum(-1) - mu**2).sqrt()
-    z = np.array([((log_p[t - 1, ids[t]] - mu[t - 1]) / sigma[t - 1]).item() for t in positions])
-    return ids[n_prompt:].tolist(), logprobs, z
-
-
-def assert_rows_close(a, b, atol=ATOL):
-    assert a["example_id"] == b["example_id"]
-    assert a["position"] == b["position"]
-    assert a["n_answer_tokens"] == b["n_answer_tokens"]
-    np.testing.assert_allclose(a["token_logprobs"], b["token_logprobs"], rtol=0, atol=atol)
-    np.testing.assert_allclose(a["token_minkpp_z"], b["token_minkpp_z"], rtol=0, atol=atol)
-    assert a["sum_logprob"] == pytest.approx(b["sum_logprob"], abs=atol * a["n_answer_tokens"])
-
-
-def rows(frame) -> list[dict]:
-    return frame.to_dict("records")
-
-
-def text_sum_manual(language_model, tokenizer, text: str) -> float:
-    """log p of ``text`` (after BOS) under the language model alone, in one forward pass."""
-    ids = [tokenizer.bos_token_id] + tokenizer(text, add_special_tokens=False)["input_ids"]
-    with torch.no_grad():
-        log_p = torch.log_softmax(language_model(input_ids=torch.tensor([ids])).logits[0].double(), -1)
-    return sum(log_p[t - 1, ids[t]].item() for t in range(1, len(ids)))
+    # The remote-code stand-in returns logits for the queries it prepends too: keep the text's.
+    return answer_scores(logits[0, -len(ids):], ids, prompt_ids)
 
 
 def record_model_inputs(scorer, monkeypatch) -> list[dict]:
@@ -428,7 +392,7 @@ def check_score_texts(scorer) -> None:
     texts = [LONG_TEXT, "Question: Is there a lesion? Answer: yes", "short"]
     got = scorer.score_texts(texts, context_length=4096, stride=2048, batch_size=2)
     for value, text in zip(got, texts):
-        assert value == pytest.approx(text_sum_manual(scorer.model.language_model, scorer.tokenizer, text), abs=1e-4)
+        assert value == pytest.approx(text_logprob(scorer.model.language_model, scorer.tokenizer, text), abs=1e-4)
     windowed = scorer.score_texts(texts, context_length=12, stride=5, batch_size=3)
     assert windowed[2] == pytest.approx(got[2], abs=1e-4)  # short enough for one window
     assert abs(windowed[0] - got[0]) > 1e-3  # truncated context changes the long text's total

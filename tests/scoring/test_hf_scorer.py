@@ -9,43 +9,16 @@ import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
-from PIL import Image
 
 from medexp.benchmarks.base import Example
 from medexp.config.schemas import DemoModelConfig, ModelConfig
-from medexp.demo.scans import ScanSpec, png_bytes, render_scan
 from medexp.models.hf import HFScorer
+from tests.manual_scoring import ATOL, assert_rows_close, chat_answer_scores, rows, text_logprob
+from tests.scan_examples import QA, write_examples
 
-ATOL = 1e-5
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-QA = [
-    # (question, answer, spec) -- answers of very different token lengths so that batches pad
-    ("What modality is this scan?", "CT", ScanSpec("CT", "brain", seed=1)),
-    ("Is there a lesion?", "yes", ScanSpec("MRI", "liver", lesion=True, lesion_side="left", lesion_count=1, seed=2)),
-    ("Which organ is shown?", "the left kidney, seen from the front", ScanSpec("X-Ray", "kidney", seed=3)),
-    ("How many lesions are visible in the upper part of the organ?", "two",
-     ScanSpec("Ultrasound", "lung", lesion=True, lesion_side="upper", lesion_count=2, seed=4)),
-    ("Where is the lesion?", "on the right side of the heart", ScanSpec("CT", "heart", lesion=True,
-                                                                         lesion_side="right", lesion_count=1, seed=5)),
-    ("Is this an MRI?", "no", ScanSpec("CT", "lung", seed=6)),
-    ("What organ is imaged here, and what is its state?", "brain, normal", ScanSpec("MRI", "brain", seed=7)),
-]
-TEXT_ONLY = [
-    ("Which modality uses sound waves?", "ultrasound"),
-    ("Name the organ that filters blood.", "the kidney filters blood"),
-    ("Is a CT scan an X-ray technique?", "yes"),
-]
 LONG_TEXT = "".join(f"Question: {q}\nAnswer: {a}\n" for q, a, _ in QA[:4])
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Tiny matrices gain nothing from intra-op threads, and a busy machine makes spinning thread
-    pools orders of magnitude slower."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 @pytest.fixture(scope="module")
@@ -56,12 +29,7 @@ def tiny(tmp_path_factory):
     from medexp.demo.models import _build_config, _build_processor
 
     root = tmp_path_factory.mktemp("tiny_llava")
-    images = []
-    for i, (question, answer, spec) in enumerate(QA):
-        path = root / f"scan{i}.png"
-        path.write_bytes(png_bytes(render_scan(spec, size=32)))
-        images.append(Example(f"t::test::img{i}", i, path, question, answer))
-    texts = [Example(f"t::test::txt{i}", len(QA) + i, None, q, a) for i, (q, a) in enumerate(TEXT_ONLY)]
+    images, texts = write_examples(root)
     demo_cfg = DemoModelConfig(hidden_size=32, vocab_size=300, image_size=32, num_layers=2)
     torch.manual_seed(0)
     processor = _build_processor(images + texts, demo_cfg)
@@ -86,47 +54,6 @@ def make_scorer(model_dir: Path, batch_size: int = 4, **overrides) -> HFScorer:
 @pytest.fixture(scope="module")
 def scorer(tiny):
     return make_scorer(tiny[0], batch_size=1)
-
-
-def manual_answer_scores(scorer: HFScorer, example: Example):
-    """Token ids, log p and Min-K%++ z of the answer from one unbatched forward pass of
-    prompt + answer, built directly with the processor and chat template."""
-    processor = scorer.processor
-    content = ([{"type": "image"}] if example.image is not None else []) + [{"type": "text", "text": example.question}]
-    prompt = processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True,
-                                           tokenize=False)
-    kwargs = {"return_tensors": "pt"}
-    if example.image is not None:
-        with Image.open(example.image) as image:
-            kwargs["images"] = [image.convert("RGB")]
-    prompt_ids = processor(text=[prompt], **kwargs)["input_ids"][0]
-    full = processor(text=[prompt + example.answer], **kwargs)
-    ids = full["input_ids"][0]
-    n_prompt = len(prompt_ids)
-    assert torch.equal(ids[:n_prompt], prompt_ids)
-    with torch.no_grad():
-        logits = scorer.model(**full).logits[0].double()
-    log_p = torch.log_softmax(logits, dim=-1)
-    positions = range(n_prompt, len(ids))
-    logprobs = np.array([log_p[t - 1, ids[t]].item() for t in positions])
-    p = log_p.exp()
-    mu = (p * log_p).sum(-1)
-    sigma = ((p * log_p**2).sum(-1) - mu**2).sqrt()
-    z = np.array([((log_p[t - 1, ids[t]] - mu[t - 1]) / sigma[t - 1]).item() for t in positions])
-    return ids[n_prompt:].tolist(), logprobs, z
-
-
-def assert_rows_close(a, b, atol=ATOL):
-    assert a["example_id"] == b["example_id"]
-    assert a["position"] == b["position"]
-    assert a["n_answer_tokens"] == b["n_answer_tokens"]
-    np.testing.assert_allclose(a["token_logprobs"], b["token_logprobs"], rtol=0, atol=atol)
-    np.testing.assert_allclose(a["token_minkpp_z"], b["token_minkpp_z"], rtol=0, atol=atol)
-    assert a["sum_logprob"] == pytest.approx(b["sum_logprob"], abs=atol * a["n_answer_tokens"])
-
-
-def rows(frame):
-    return frame.to_dict("records")
 
 
 # ---------------------------------------------------------------------------- examples
@@ -184,7 +111,7 @@ def test_answer_ids_boundary_merge_falls_back_to_the_answer_alone(tiny):
 @pytest.mark.parametrize("kind,index", [("image", 0), ("image", 2), ("text", 1)])
 def test_token_logprobs_match_manual_forward(scorer, tiny, kind, index):
     example = (tiny[1] if kind == "image" else tiny[2])[index]
-    ids, logprobs, z = manual_answer_scores(scorer, example)
+    ids, logprobs, z = chat_answer_scores(scorer, example)
     row = rows(scorer.score_examples([example]))[0]
     assert scorer.tokenizer.decode(ids) == example.answer
     assert row["n_answer_tokens"] == len(ids) == len(row["token_logprobs"])
@@ -276,12 +203,6 @@ def forward_logprobs(scorer: HFScorer, ids: list[int]) -> torch.Tensor:
     return torch.log_softmax(logits, -1)
 
 
-def manual_full_sum(scorer, text):
-    ids = text_ids(scorer, text)
-    log_p = forward_logprobs(scorer, ids)
-    return sum(log_p[t - 1, ids[t]].item() for t in range(1, len(ids)))
-
-
 def manual_window_sum(scorer, text, context_length, stride):
     """Token t < context_length is scored in the first window [0, C); later tokens in the window
     starting at k * stride with k = (t - C) // stride + 1 (window k scores [C + (k-1)S, C + kS))."""
@@ -303,7 +224,7 @@ def test_score_texts_full_context_equals_plain_sum(scorer):
     got = scorer.score_texts(texts, context_length=4096, stride=2048, batch_size=2)
     assert got.shape == (3,) and got.dtype == np.float64
     for value, text in zip(got, texts):
-        assert value == pytest.approx(manual_full_sum(scorer, text), abs=1e-4)
+        assert value == pytest.approx(text_logprob(scorer.model, scorer.tokenizer, text), abs=1e-4)
 
 
 def test_score_texts_window_covering_everything(scorer):
@@ -325,7 +246,7 @@ def test_score_texts_sliding_window_matches_manual(scorer, context_length, strid
     for value, text in zip(got, texts):
         assert value == pytest.approx(manual_window_sum(scorer, text, context_length, stride), abs=1e-4)
     # The window matters: truncated context changes the total for the long text.
-    assert abs(got[0] - manual_full_sum(scorer, LONG_TEXT)) > 1e-3
+    assert abs(got[0] - text_logprob(scorer.model, scorer.tokenizer, LONG_TEXT)) > 1e-3
 
 
 def test_score_texts_independent_of_batch_size(scorer):
