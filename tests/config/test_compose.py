@@ -30,6 +30,27 @@ def test_every_group_option_composes(group, option):
     OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
 
 
+AUDITED_MODELS = ("internvl3", "qwen2_5_vl", "chexagent", "llava_onevision", "medgemma", "blip2", "instructblip")
+AUDITED_BENCHES = ("slake", "pathvqa", "vqa_rad", "omnimedvqa")
+
+
+@pytest.mark.parametrize("model", AUDITED_MODELS)
+def test_every_audited_model_composes_with_every_audited_benchmark(model):
+    for bench in AUDITED_BENCHES:
+        cfg = compose([f"model={model}", f"bench={bench}"])
+        assert (cfg.model.name, cfg.bench.name) == (model, bench)
+        assert cfg.model.pretrained and cfg.bench.hub_id  # the real hub sources are configured
+        # remote code only where the model's own file asks for it
+        assert cfg.model.trust_remote_code is (model == "chexagent")
+
+
+def test_the_cli_prints_an_audited_cell():
+    result = run_medexp("model=qwen2_5_vl", "bench=slake", "--cfg", "job")
+    assert result.returncode == 0, result.stderr
+    job = OmegaConf.create(result.stdout)
+    assert job.model.pretrained == "Qwen/Qwen2.5-VL-7B-Instruct" and job.bench.hub_id == "BoKelvin/SLAKE"
+
+
 def test_default_cell_is_the_offline_demo():
     cfg = compose([])
     assert (cfg.model.name, cfg.bench.name, cfg.detector.name, cfg.control.name) == ("demo_leaky", "demo", "exch", "none")
