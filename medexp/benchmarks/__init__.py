@@ -58,11 +58,10 @@ def load_benchmark_from_config(bench_cfg, cache_dir: str | Path) -> Benchmark:
     Reads ``bench.root`` when set, else the hub (``bench.hub_id``); demo data is generated on
     first use. Logs a warning when the count differs from ``bench.expected_examples``.
     """
-    import importlib
+    from medexp.registry import import_object
 
     fmt = check_bench_config(bench_cfg)
-    module_name, function = _LOADERS[fmt].split(":")
-    load = getattr(importlib.import_module(f"medexp.benchmarks.{module_name}"), function)
+    load = import_object(f"medexp.benchmarks.{_LOADERS[fmt]}")
     log.info("bench=%s: loading split %s (format %s)", bench_cfg.name, bench_cfg.split, fmt)
     benchmark = load(bench_cfg, Path(cache_dir))
     expected = bench_cfg.get("expected_examples")

@@ -35,6 +35,17 @@ def image_problem(path: Path) -> str | None:
     return f"{CORRUPT_IMAGE}: {path}: {problem}" if problem else None
 
 
+def read_image(path: Path, mode: str):
+    """Open an image file and convert it to ``mode``, naming the file if it cannot be read."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            return image.convert(mode)
+    except (OSError, UnidentifiedImageError, SyntaxError) as error:
+        raise ValueError(f"cannot read image {path}: {error}") from error
+
+
 def _open_image(source):
     from PIL import Image
 

@@ -19,6 +19,8 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
+from medexp.benchmarks.images import read_image
+
 
 class Embedder(Protocol):
     dim: int
@@ -45,17 +47,6 @@ def load_embedder(embedder_cfg) -> Embedder:
         f"embedder {embedder_cfg.get('name')!r} has no known schema ({getattr(schema, '__name__', schema)}); "
         "its YAML must start with `defaults: [/schema/embedder@_here_: <open_clip|phash>, _self_]`"
     )
-
-
-def read_image(path: Path, mode: str):
-    """Open an image file and convert it to ``mode``, naming the file if it cannot be read."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(path) as image:
-            return image.convert(mode)
-    except (OSError, UnidentifiedImageError, SyntaxError) as error:
-        raise ValueError(f"cannot read image {path}: {error}") from error
 
 
 class PerceptualHash:

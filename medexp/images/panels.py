@@ -12,7 +12,7 @@ def adjudication_panel(benchmark_image: Path, corpus_image: Path, benchmark_id: 
     """A matplotlib Figure showing both images at their own resolution, titled with ids and distance."""
     from matplotlib.figure import Figure
 
-    from medexp.images.embedders import read_image
+    from medexp.benchmarks.images import read_image
 
     figure = Figure(figsize=(7.0, 3.9), layout="constrained")
     for column, (path, label) in enumerate(((benchmark_image, f"benchmark\n{benchmark_id}"), (corpus_image, f"corpus\n{corpus_id}"))):

@@ -11,21 +11,18 @@ exact search streams a corpus larger than RAM block by block.
 from __future__ import annotations
 
 import io
-import json
-import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
 import numpy as np
 
+from medexp.atomic import atomic_write_bytes
 from medexp.hashing import stable_hash
 from medexp.images.embedders import Embedder
-
-log = logging.getLogger(__name__)
+from medexp.shards import fill_shards, is_complete, mark_complete
 
 _STORE_VERSION = 1
-_MARKER = "complete.json"
 
 
 @dataclass
@@ -103,8 +100,6 @@ def embed_images(
     desc: str = "embedding",
 ) -> EmbeddingSet:
     """Embed ``paths`` (cached, resumable); return their vectors labelled with ``ids``."""
-    from tqdm.auto import tqdm
-
     if len(ids) != len(paths):
         raise ValueError(f"{len(ids)} ids for {len(paths)} images")
     if not paths:
@@ -113,26 +108,25 @@ def embed_images(
         raise ValueError(f"batch_size and shard_size must be >= 1, got {batch_size}, {shard_size}")
     key = {"version": _STORE_VERSION, "embedder": embedder.cache_key(), "images": image_list_fingerprint(paths)}
     entry = Path(cache_dir) / "embeddings" / stable_hash(key, length=24)
-    bounds = [(start, min(start + shard_size, len(paths))) for start in range(0, len(paths), shard_size)]
-    shard_paths = [entry / f"shard-{start:09d}-{stop:09d}.npy" for start, stop in bounds]
-    if not (entry / _MARKER).is_file():
-        from medexp.atomic import atomic_write_bytes
 
-        entry.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(entry / "key.json", json.dumps(key, sort_keys=True, indent=1).encode())
-        log.info("%s: %d images (%s), cached resumably in %s", desc, len(paths), key["embedder"].get("kind"), entry)
-        with tqdm(total=len(paths), desc=desc, unit="img", disable=None) as progress:
-            for (start, stop), path in zip(bounds, shard_paths):
-                if not _valid_shard(path, stop - start, embedder.dim):
-                    vectors = np.concatenate(
-                        [embedder.embed(paths[i : min(i + batch_size, stop)]) for i in range(start, stop, batch_size)]
-                    )
-                    _check_finite(vectors, ids[start:stop])
-                    buffer = io.BytesIO()
-                    np.save(buffer, vectors.astype(np.float16))
-                    atomic_write_bytes(path, buffer.getvalue())
-                progress.update(stop - start)
-        atomic_write_bytes(entry / _MARKER, json.dumps({"n": len(paths), "dim": embedder.dim}).encode())
+    def shard_name(start: int, stop: int) -> str:
+        return f"shard-{start:09d}-{stop:09d}.npy"
+
+    def ensure(start: int, stop: int, path: Path) -> None:
+        if _valid_shard(path, stop - start, embedder.dim):
+            return
+        vectors = np.concatenate(
+            [embedder.embed(paths[i : min(i + batch_size, stop)]) for i in range(start, stop, batch_size)]
+        )
+        _check_finite(vectors, ids[start:stop])
+        buffer = io.BytesIO()
+        np.save(buffer, vectors.astype(np.float16))
+        atomic_write_bytes(path, buffer.getvalue())
+
+    if not is_complete(entry):
+        fill_shards(entry, key, len(paths), shard_size, shard_name, ensure, desc, unit="image")
+        mark_complete(entry, {"n": len(paths), "dim": embedder.dim})
+    shard_paths = [entry / shard_name(start, min(start + shard_size, len(paths))) for start in range(0, len(paths), shard_size)]
     return EmbeddingSet(list(ids), [np.load(path, mmap_mode="r") for path in shard_paths])
 
 

@@ -35,13 +35,12 @@ ADAPTERS = {
 
 def scorer_class(family) -> type:
     """The scorer class of a model family (a ``ModelFamily`` or its name)."""
-    import importlib
+    from medexp.registry import import_object
 
     name = getattr(family, "value", family)
     if name not in ADAPTERS:
         raise ValueError(f"no scorer adapter for model family {name!r}; known: {sorted(ADAPTERS)}")
-    module, attribute = ADAPTERS[name].split(":")
-    return getattr(importlib.import_module(module), attribute)
+    return import_object(ADAPTERS[name])
 
 
 def load_scorer(model_cfg, cache_dir: str | Path):

@@ -190,7 +190,9 @@ class HFScorer:
         return PreparedExample(example, prompt, ids, merged)
 
     def _encode(self, group: list[PreparedExample]):
-        images = [_open_rgb(item.example.image) for item in group] if group[0].example.image is not None else None
+        from medexp.benchmarks.images import read_image
+
+        images = [read_image(item.example.image, "RGB") for item in group] if group[0].example.image is not None else None
         return self.processor_inputs([item.prompt for item in group], images)
 
     def _input_length(self, item: PreparedExample) -> int:
@@ -384,10 +386,3 @@ def _pick_device(requested: str) -> str:
     if requested == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     return requested
-
-
-def _open_rgb(path):
-    from PIL import Image
-
-    with Image.open(path) as image:
-        return image.convert("RGB")

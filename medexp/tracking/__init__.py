@@ -74,10 +74,7 @@ class Tracker:
             order_by=["attributes.start_time DESC"],
             max_results=1,
         )
-        if not runs:
-            return None
-        run = runs[0]
-        return TrackedRun(run.info.run_id, run.info.status, dict(run.data.metrics), dict(run.data.tags))
+        return _tracked(runs[0]) if runs else None
 
     def start(self, run_name: str, tags: dict[str, str], params: dict[str, Any]) -> str:
         from mlflow.entities import Param
@@ -123,8 +120,7 @@ class Tracker:
             run = self.client.get_run(run_id)
         except MlflowException as error:
             raise ValueError(f"no run {run_id!r} in the tracking store {self.uri}") from error
-        data = run.data
-        return TrackedRun(run.info.run_id, run.info.status, dict(data.metrics), dict(data.tags), dict(data.params))
+        return _tracked(run)
 
     def read_table(self, run_id: str, artifact_path: str):
         """A parquet artefact of a run as a DataFrame (downloaded to a temporary directory)."""
@@ -152,6 +148,11 @@ class Tracker:
         self.set_tags(run_id, {"medexp.error": f"{type(error).__name__}: {error}"})
         self.log_files(run_id, {"error.txt": text})
         self.client.set_terminated(run_id, "FAILED")
+
+
+def _tracked(run) -> TrackedRun:
+    data = run.data
+    return TrackedRun(run.info.run_id, run.info.status, dict(data.metrics), dict(data.tags), dict(data.params))
 
 
 def _git_commit(root: Path) -> str | None:
