@@ -57,7 +57,7 @@ def run_cell(cfg: DictConfig) -> CellOutcome:
         "medexp.detector": cell.detector,
         "medexp.control": cell.control,
         "medexp.cell_key": cell.key,
-        "medexp.family": str(cfg.detector.family),
+        "medexp.family": str(cfg.family),
         "medexp.version": _version(),
         "medexp.seed": str(seed),
         "medexp.config_hash": fingerprint,

@@ -35,7 +35,7 @@ def test_leaky_model_is_detected_and_tracked(demo_cache, tracking_uri):
     tags = run.data.tags
     assert (tags["medexp.model"], tags["medexp.bench"], tags["medexp.detector"], tags["medexp.control"]) == (
         "demo_leaky", "demo", "exch", "none")
-    assert tags["medexp.cell_key"] == key and tags["medexp.family"] == "exch" and tags["medexp.version"]
+    assert tags["medexp.cell_key"] == key and tags["medexp.family"] == "exch/none" and tags["medexp.version"]
     assert run.data.params["detector.shards"] == "50" and run.data.params["model.demo.leak_epochs"] == "30"
     metrics = run.data.metrics
     assert metrics["p_value"] == pytest.approx(float(summary["p_value"]), rel=1e-3)

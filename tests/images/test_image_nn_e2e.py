@@ -21,7 +21,7 @@ def test_image_nn_cell_logs_metrics_tables_and_panels(tmp_path, tracking_uri):
     run = client.get_run(summary["run_id"])
     assert run.info.status == "FINISHED"
     assert run.data.tags["medexp.detector"] == "image_nn-phash-demo"
-    assert run.data.tags["medexp.family"] == "image_nn"
+    assert run.data.tags["medexp.family"] == "image_nn/none"
     metrics = run.data.metrics
     for key in ("p_value", "statistic", "n_examples", "flag", "flag_rate", "n_flagged", "tau", "truth_recall"):
         assert key in metrics
