@@ -20,6 +20,7 @@ _LOADERS = {
     "image_set": "image_sets:load",
     "pmc_oa": "pmc_oa:load",
     "demo_corpus": "demo_corpus:load",
+    "synthetic": "synthetic:load",
 }
 _HUB_FORMATS = ("slake", "hf_parquet", "omnimedvqa", "image_set", "pmc_oa")
 # Optional fields that only some formats read: setting one elsewhere is a mistake, not a no-op.
@@ -32,6 +33,7 @@ _FORMAT_FIELDS = {
     "label_column": ("image_set",),
     "demo": ("demo", "demo_corpus"),
     "demo_corpus": ("demo_corpus",),
+    "synthetic": ("synthetic",),
 }
 _POSITIVE_FIELDS = ("max_examples", "expected_examples", "subsample_n")
 

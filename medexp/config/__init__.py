@@ -29,6 +29,20 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("medexp.root", lambda: str(project_root()))
 
 
+def quiet_launcher_schema_warning() -> None:
+    """Silence Hydra's deprecation warning about conf/hydra/launcher/*.yaml.
+
+    Those files replace the launcher plugins' configs of the same names on purpose; Hydra validates
+    them against the plugins' schemas (wanted) and warns in every job that matching a schema by name
+    is deprecated (noise).
+    """
+    import warnings
+
+    warnings.filterwarnings(
+        "ignore", message=r"\s*'hydra/launcher/\w+' is validated against ConfigStore schema", category=UserWarning
+    )
+
+
 def compose(overrides: list[str] | None = None, config_name: str = "config"):
     """Compose the medexp config outside ``python -m medexp`` (tests, notebooks)."""
     from hydra import compose as hydra_compose
@@ -57,4 +71,12 @@ def model_config(name: str):
         raise ValueError(f"no model config named {name!r}: {error}") from error
 
 
-__all__ = ["compose", "conf_dir", "model_config", "project_root", "register_resolvers", "register_schemas"]
+__all__ = [
+    "compose",
+    "conf_dir",
+    "model_config",
+    "project_root",
+    "quiet_launcher_schema_warning",
+    "register_resolvers",
+    "register_schemas",
+]

@@ -31,6 +31,7 @@ class ModelFamily(str, Enum):
 class ModelSource(str, Enum):
     hub = "hub"  # a hub id or a local directory written by save_pretrained
     demo = "demo"  # built and trained offline by medexp.demo, then loaded like a hub model
+    synthetic = "synthetic"  # no weights: a member of control=synthetic's calibration-model cohort
 
 
 class DType(str, Enum):
@@ -50,6 +51,7 @@ class BenchFormat(str, Enum):
     image_set = "image_set"  # image-only hub parquet (negative controls), optionally sub-sampled
     pmc_oa = "pmc_oa"  # figure corpus: <split>.jsonl {image, caption} + <image_dir>/
     demo_corpus = "demo_corpus"  # generated image_nn reference corpus: splits corpus and ood
+    synthetic = "synthetic"  # text-free examples with an easiness e_i, for control=synthetic
 
 
 class ControlKind(str, Enum):
@@ -128,6 +130,20 @@ class DemoCorpusConfig:
 
 
 @dataclass
+class SyntheticBenchConfig:
+    """Easiness e_i of the calibration model's benchmark (controlled audit, Appendix B).
+
+    round((1 - open_fraction) n) CLOSED examples at positions drawn by ``seed`` with
+    e ~ Exponential(mean closed_mean); the others OPEN with e = |N(0, 1)|.
+    """
+
+    n_examples: int = 1061
+    open_fraction: float = 0.6
+    closed_mean: float = 900.0
+    seed: int = 20260531
+
+
+@dataclass
 class BenchConfig:
     name: str = MISSING
     format: BenchFormat = BenchFormat.local
@@ -147,6 +163,7 @@ class BenchConfig:
     label_column: Optional[str] = None  # image_set: the column whose value becomes the answer
     demo: Optional[DemoBenchConfig] = None
     demo_corpus: Optional[DemoCorpusConfig] = None  # demo_corpus: how the corpus is generated
+    synthetic: Optional[SyntheticBenchConfig] = None  # synthetic: how the easiness is drawn
 
 
 @dataclass
@@ -218,6 +235,27 @@ class LossConfig(CohortDetectorBase):
 
     rank_by: RankBy = RankBy.score  # score: the target's own NLL; delta: its NLL gap to the cohort
     top_n: int = 25  # examples shown as the top-ranked in the figure
+
+
+@dataclass
+class CompositionSweepConfig(DetectorBase):
+    """Appendix B, Fig. 7b: how often mink_tail flags a clean probe as the cohort gains
+    low-gain outliers. Descriptive (no p-value); runs under control=synthetic only.
+
+    For k = 0..max_outliers and each of ``draws`` fresh synthetic benchmarks (drawn like
+    bench.synthetic), the cohort is the probe, ``n_anchors`` anchors and k outliers, all with
+    offset 0, no contamination and noise control.noise_sd; the probe is flagged by the
+    mink_tail rule Pr[Delta > flag_threshold] > flag_fraction.
+    """
+
+    n_anchors: int = 2
+    anchor_gain: float = 1.0
+    probe_gain: float = 1.0
+    outlier_gain: float = 0.05
+    max_outliers: int = 4
+    draws: int = 200
+    flag_threshold: float = 100.0
+    flag_fraction: float = 0.05
 
 
 @dataclass
@@ -367,6 +405,67 @@ class Config:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
 
 
+class Quantifier(str, Enum):
+    """How an evidence item's condition combines over the cells it selects."""
+
+    all = "all"  # every selected cell meets the condition
+    any = "any"  # at least one selected cell does
+
+
+@dataclass
+class CellSelection:
+    """Cells an evidence item reads: per axis a config name, a list of names, or "*" (any)."""
+
+    model: Any = "*"
+    bench: Any = "*"
+    detector: Any = "*"
+    control: Any = "*"
+
+
+@dataclass
+class EvidenceConfig:
+    name: str = MISSING  # short label of the item in the report
+    select: CellSelection = field(default_factory=CellSelection)
+    # Condition on each selected cell: its metrics, p_bonferroni, q_bh, family_size; numbers,
+    # comparisons, arithmetic, and/or/not, abs(). E.g. "p_bonferroni < 0.05 and flag == 1".
+    require: str = MISSING
+    quantifier: Quantifier = Quantifier.all
+
+
+@dataclass
+class ClaimStatuses:
+    holds: str = MISSING  # status when every evidence item holds (e.g. survives)
+    fails: str = MISSING  # status when one does not (e.g. collapses)
+
+
+@dataclass
+class ClaimConfig:
+    """One claim of the claims-to-evidence map (conf/claims/<id>.yaml)."""
+
+    id: str = MISSING  # equal to the file name
+    sentence: str = MISSING
+    source: str = ""  # where the claim is established, e.g. "§4.1, §4.7"
+    evidence: List[EvidenceConfig] = MISSING
+    statuses: ClaimStatuses = MISSING
+    manual_review: Optional[str] = None  # the part a person must check; the rule checks the rest
+
+
+@dataclass
+class ReportPathsConfig:
+    root: str = MISSING  # project root: anchors mlruns/ and the default output folder
+
+
+@dataclass
+class ReportConfig:
+    """``python -m medexp.report`` (conf/report.yaml)."""
+
+    paths: ReportPathsConfig = field(default_factory=ReportPathsConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    output_dir: str = MISSING
+    claim_ids: Optional[List[str]] = None  # None: every file of the claims group in the search path
+    figures: bool = True
+
+
 DETECTOR_SCHEMAS = {
     "exch": ExchConfig,
     "exch_rank": ExchRankConfig,
@@ -374,6 +473,7 @@ DETECTOR_SCHEMAS = {
     "topk_jaccard": TopKJaccardConfig,
     "loss": LossConfig,
     "image_nn": ImageNNConfig,
+    "composition_sweep": CompositionSweepConfig,
 }
 EMBEDDER_SCHEMAS = {"open_clip": OpenClipEmbedderConfig, "phash": PHashEmbedderConfig}
 CONTROL_SCHEMAS = {
@@ -391,6 +491,8 @@ def register_schemas() -> None:
 
     store = ConfigStore.instance()
     store.store(name="config_schema", node=Config)
+    store.store(name="report_schema", node=ReportConfig)
+    store.store(group="schema", name="claim", node=ClaimConfig)
     for name, node in DETECTOR_SCHEMAS.items():
         store.store(group="schema/detector", name=name, node=node)
     for name, node in CONTROL_SCHEMAS.items():

@@ -1,20 +1,72 @@
-"""Controls: transformations of a detector's inputs that test what a signal really means."""
+"""Controls: transformations of a cell's inputs that test what a detector's signal means.
+
+=================  ======================================================  ===================
+control kind       what the detector sees                                  detectors
+=================  ======================================================  ===================
+none               the benchmark in released order                         all
+order_hash         examples sorted by SHA-1 of example_id                  all
+order_answer_len   sorted by the cell model's answer token count           all but image_nn
+order_mink         sorted by the cell model's Min-K%++ score               all but image_nn
+blind_image        every example without its image                         all but image_nn, exch
+negative_images    an out-of-domain image set instead of the benchmark     image_nn only
+external_baseline  the detector also run on pre-domain baseline models     all but image_nn
+synthetic          scores from the calibration model (controls.synthetic)  cohort, composition_sweep
+=================  ======================================================  ===================
+
+The runner loads :func:`control_benchmark`, builds the cell context on its released examples,
+then lets :func:`apply_control` choose the examples and their order (score orders need the
+cell's model); :func:`run_with_baselines` wraps the detector for external baselines.
+"""
 
 from __future__ import annotations
 
-import hashlib
-from typing import Sequence
+from pathlib import Path
 
-from medexp.benchmarks.base import Example
+from medexp.benchmarks.base import Benchmark, Example
 from medexp.config.schemas import ControlKind
+from medexp.controls.baselines import run_with_baselines
+from medexp.controls.fit import check_control_fits
+from medexp.controls.images import negative_image_set, without_images
+from medexp.controls.ordering import answer_lengths, mink_scores, order_by_hash, order_by_values, order_spearman
 
 
-def apply_control(control_cfg, examples: Sequence[Example]) -> list[Example]:
-    """The examples in the order the detector should test (released order for ``none``)."""
-    kind = ControlKind(control_cfg.kind)
-    if kind is ControlKind.none:
-        return list(examples)
+def control_benchmark(cfg, cache_dir: str | Path) -> Benchmark:
+    """The benchmark a cell runs on: the cell's bench, or a negative control's image set."""
+    from medexp.benchmarks import load_benchmark_from_config
+
+    if ControlKind(cfg.control.kind) is ControlKind.negative_images:
+        return negative_image_set(cfg.control, cache_dir)
+    return load_benchmark_from_config(cfg.bench, cache_dir)
+
+
+def apply_control(ctx) -> list[Example]:
+    """The examples the detector should test, in the control's order.
+
+    ``ctx`` is the cell context (``medexp.runner.evaluate.CellContext``) holding the released
+    examples; score orders read the cell model's per-example score table of them (cached).
+    """
+    kind = ControlKind(ctx.cfg.control.kind)
+    examples = list(ctx.examples)
     if kind is ControlKind.order_hash:
         # An order derived from content alone: no model could have trained on it.
-        return sorted(examples, key=lambda ex: hashlib.sha1(ex.example_id.encode("utf-8")).hexdigest())
-    raise NotImplementedError(f"control kind {kind.value!r}")
+        return order_by_hash(examples)
+    if kind is ControlKind.blind_image:
+        return without_images(examples)
+    if kind in (ControlKind.order_answer_len, ControlKind.order_mink):
+        from medexp.scoring import example_scores
+
+        table = example_scores(ctx.scorer, ctx.model_key, examples, ctx.cache_dir)
+        if kind is ControlKind.order_answer_len:
+            return order_by_values(examples, answer_lengths(table), "answer token count")
+        return order_by_values(examples, mink_scores(table, ctx.cfg.control.k_percent), "Min-K%++ score")
+    # none, negative_images (its image set, as loaded), external_baseline, synthetic: as released.
+    return examples
+
+
+__all__ = [
+    "apply_control",
+    "check_control_fits",
+    "control_benchmark",
+    "order_spearman",
+    "run_with_baselines",
+]

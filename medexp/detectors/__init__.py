@@ -3,6 +3,7 @@
 from medexp.detectors.base import DetectorResult
 from medexp.detectors.exch import exch_detector
 from medexp.detectors.cohort import CohortScores
+from medexp.detectors.composition_sweep import composition_sweep_detector
 from medexp.detectors.exch_rank import exch_rank_detector
 from medexp.detectors.image_nn import image_nn_detector
 from medexp.detectors.loss import loss_detector
@@ -12,6 +13,7 @@ from medexp.detectors.topk_jaccard import topk_jaccard_detector
 __all__ = [
     "CohortScores",
     "DetectorResult",
+    "composition_sweep_detector",
     "exch_detector",
     "exch_rank_detector",
     "image_nn_detector",

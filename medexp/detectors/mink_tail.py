@@ -63,16 +63,25 @@ def mink_tail_detector(cohort: CohortScores, cfg, seed: int, meta: pd.DataFrame 
         "statistic": test.statistic,
         **_tail_summary(target, thresholds),
         **relabel_metrics(test, deltas.shape),
-        "flag": float(np.mean(target > cfg.flag_threshold) > cfg.flag_fraction),
+        "flag": float(tail_flag(target, cfg.flag_threshold, cfg.flag_fraction)),
     }
     table = _strata_table(target, cohort.example_ids, meta, cfg, thresholds)
     figure = _figure(deltas, cohort.models, table, cfg)
     return DetectorResult(metrics, table, "per_stratum", {"delta_tail": figure})
 
 
+def tail_flag(delta: np.ndarray, flag_threshold: float, flag_fraction: float) -> bool:
+    """The audit's flag: more than ``flag_fraction`` of the examples have Delta > ``flag_threshold``."""
+    return bool(np.mean(delta > flag_threshold) > flag_fraction)
+
+
+def check_flag_fraction(flag_fraction: float) -> None:
+    if not 0 <= flag_fraction < 1:
+        raise ValueError(f"detector.flag_fraction must be in [0, 1), got {flag_fraction}")
+
+
 def _check_config(cfg) -> None:
-    if not 0 <= cfg.flag_fraction < 1:
-        raise ValueError(f"detector.flag_fraction must be in [0, 1), got {cfg.flag_fraction}")
+    check_flag_fraction(cfg.flag_fraction)
     if not cfg.thresholds:
         raise ValueError("detector.thresholds must list at least one Delta threshold")
 

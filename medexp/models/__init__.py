@@ -9,6 +9,11 @@ def model_location(model_cfg, cache_dir: str | Path) -> str:
     """Where the checkpoint is loaded from: a hub id, a local directory, or a built demo model."""
     from medexp.config.schemas import ModelSource
 
+    if ModelSource(model_cfg.source) is ModelSource.synthetic:
+        raise ValueError(
+            f"model={model_cfg.name} is a synthetic calibration-model member (source: synthetic): it has no "
+            "weights to load; its scores exist only under control=synthetic (with bench=synthetic)"
+        )
     if ModelSource(model_cfg.source) is ModelSource.demo:
         if model_cfg.demo is None:
             raise ValueError(f"model={model_cfg.name}: source 'demo' needs a `demo:` section")

@@ -21,7 +21,7 @@ _RUN_NEUTRAL_KEYS = ("force", "paths", "tracking")
 @dataclass(frozen=True)
 class CellOutcome:
     cell_key: str
-    run_id: str
+    run_id: str | None  # None only when the tracking store failed before the run was opened
     status: str  # FINISHED, FAILED or CACHED (a finished run with this key already existed)
     metrics: dict[str, float]
     error: str | None = None
@@ -29,13 +29,20 @@ class CellOutcome:
     def summary(self) -> str:
         if self.status == "FAILED":
             return f"{self.cell_key}  FAILED: {self.error}  run_id={self.run_id}"
-        flag = bool(self.metrics.get("flag", 0.0))
         reused = "  (tracked earlier; force=true recomputes)" if self.status == "CACHED" else ""
+        if "p_value" not in self.metrics:  # a descriptive result (e.g. composition_sweep): no test, all its metrics
+            values = "  ".join(f"{name}={value:.4g}" for name, value in sorted(self.metrics.items()))
+            return f"{self.cell_key}  descriptive  {values}  run_id={self.run_id}{reused}"
+        flag = bool(self.metrics.get("flag", 0.0))
         return f"{self.cell_key}  p_value={self.metrics['p_value']:.4g}  flag={flag}  run_id={self.run_id}{reused}"
 
 
-def run_cell(cfg: DictConfig) -> CellOutcome:
-    """Run (or reuse) the cell described by a composed medexp config; never raises for cell errors."""
+def run_cell(cfg: DictConfig, parent_run_id: str | None = None) -> CellOutcome:
+    """Run (or reuse) the cell described by a composed medexp config; never raises for cell errors.
+
+    ``parent_run_id`` nests a computed run under a sweep's parent run; a reused (CACHED) run keeps
+    the parent it was computed under.
+    """
     from medexp.tracking import Tracker
 
     cell = Cell.from_config(cfg)
@@ -62,7 +69,7 @@ def run_cell(cfg: DictConfig) -> CellOutcome:
         "medexp.seed": str(seed),
         "medexp.config_hash": fingerprint,
     }
-    run_id = tracker.start(cell.key, tags, _flatten(resolved))
+    run_id = tracker.start(cell.key, tags, _flatten(resolved), parent_run_id=parent_run_id)
     try:
         tracker.log_files(run_id, {"config.yaml": OmegaConf.to_yaml(resolved)})
         metrics, result = evaluate(cfg, seed)
@@ -83,16 +90,22 @@ def run_cell(cfg: DictConfig) -> CellOutcome:
 
 
 def run_from_hydra(cfg: DictConfig) -> CellOutcome:
-    """Entry used by ``python -m medexp``: run the cell, print its summary line."""
+    """Entry used by ``python -m medexp``: run the cell (a sweep's cell under -m), print its summary line."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
     from medexp.tracking import tracking_uri, ui_command
 
-    outcome = run_cell(cfg)
+    in_sweep = HydraConfig.get().mode == RunMode.MULTIRUN
+    if in_sweep:
+        from medexp.runner.sweep import run_sweep_cell
+
+        outcome = run_sweep_cell(cfg)
+    else:
+        outcome = run_cell(cfg)
     print(outcome.summary())
     print(f"view it: {ui_command(tracking_uri(cfg.tracking, cfg.paths.root))}")
-    if outcome.status == "FAILED" and HydraConfig.get().mode != RunMode.MULTIRUN:
+    if outcome.status == "FAILED" and not in_sweep:
         sys.exit(1)  # a single failed cell is an error; inside a sweep the others go on
     return outcome
 

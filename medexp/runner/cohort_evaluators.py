@@ -1,8 +1,9 @@
 """Evaluators of the cohort detectors (mink_tail, topk_jaccard, loss).
 
-A cohort cell scores the cell's model and every model named in ``detector.cohort`` on the same
-examples (each through the score cache, so a model is loaded only on a cache miss), then hands
-the aligned score tables to the detector.
+A cohort cell scores the cell's model and every model named in ``detector.cohort`` (plus the
+external baselines of control=external_baseline) on the same examples, each through the score
+cache so a model is loaded only on a cache miss, then hands the aligned score tables to the
+detector.
 """
 
 from __future__ import annotations
@@ -18,28 +19,49 @@ log = logging.getLogger("medexp")
 
 
 def cohort_scores(ctx: CellContext):
-    """Score tables of the cell's model (the target) and of each cohort model, by model name."""
+    """Score tables of the cell's model (the target) and of each reference model, by model name.
+
+    The references are the models of ``detector.cohort``, then those of ``ctx.cohort_additions``
+    (external baselines) not already among them; the target is never its own reference.
+    """
     from medexp.config import model_config
+    from medexp.config.schemas import ControlKind
     from medexp.detectors import CohortScores
-    from medexp.models import load_scorer
     from medexp.scoring import example_scores
 
+    if ControlKind(ctx.cfg.control.kind) is ControlKind.synthetic:  # the calibration model's cohort, no scoring
+        from medexp.controls.synthetic import synthetic_cell_scores
+
+        return synthetic_cell_scores(ctx)
     names = list(ctx.cfg.detector.cohort)
     if not names:
         raise ValueError(f"detector.cohort is empty: {ctx.cfg.detector.name} needs reference model configs (conf/model)")
     target = str(ctx.cfg.model.name)
-    tables = {target: example_scores(ctx.scorer, ctx.model_key, ctx.examples, ctx.cache_dir)}
+    listed = {}
     for name in names:
         reference = model_config(name)
         label = str(reference.name)
         if target in (name, label):
             continue  # the cell's model is never its own reference
-        if label in tables:
+        if label in listed:
             raise ValueError(f"detector.cohort names the model {label!r} twice: {names}")
-        log.info("cohort model %s: scoring %d examples (cached after the first time)", label, len(ctx.examples))
-        scorer = functools.cache(functools.partial(load_scorer, reference, ctx.cache_dir))
-        tables[label] = example_scores(scorer, model_cache_key(reference), ctx.examples, ctx.cache_dir)
+        listed[label] = reference
+    tables = {target: example_scores(ctx.scorer, ctx.model_key, ctx.examples, ctx.cache_dir)}
+    for reference in [*listed.values(), *ctx.cohort_additions]:
+        label = str(reference.name)
+        if label != target and label not in tables:
+            tables[label] = _reference_scores(ctx, reference)
     return CohortScores(target, tables)
+
+
+def _reference_scores(ctx: CellContext, reference):
+    """A reference model's score table of the cell's examples; the model loads on a cache miss only."""
+    from medexp.models import load_scorer
+    from medexp.scoring import example_scores
+
+    log.info("cohort model %s: scoring %d examples (cached after the first time)", reference.name, len(ctx.examples))
+    scorer = functools.cache(functools.partial(load_scorer, reference, ctx.cache_dir))
+    return example_scores(scorer, model_cache_key(reference), ctx.examples, ctx.cache_dir)
 
 
 @evaluator(MinkTailConfig)

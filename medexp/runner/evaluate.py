@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -31,8 +31,11 @@ class CellContext:
     cfg: DictConfig
     seed: int
     benchmark: Benchmark
-    examples: list[Example]  # in the order the control chose
+    examples: list[Example]  # released order until the control has chosen its examples and order
     cache_dir: Path
+    # Model configs joining detector.cohort as references (external baselines; when a baseline
+    # is the audited model, the cell's own model too). Entries naming the target are skipped.
+    cohort_additions: list[DictConfig] = field(default_factory=list)
 
     @functools.cached_property
     def model_key(self) -> dict:
@@ -69,19 +72,32 @@ def evaluator(schema: type) -> Callable[[Evaluator], Evaluator]:
 
 
 def evaluate(cfg: DictConfig, seed: int) -> tuple[dict[str, float], DetectorResult]:
-    from medexp.benchmarks import load_benchmark_from_config
-    from medexp.controls import apply_control
+    """Run the cell ``cfg`` describes: benchmark, control, scores, detector; return its metrics
+    (the detector's, plus ``control_order_spearman`` and ``n_skipped_examples``) and result."""
+    from medexp.config.schemas import ControlKind
+    from medexp.controls import apply_control, check_control_fits, control_benchmark, order_spearman, run_with_baselines
 
     schema = OmegaConf.get_type(cfg.detector)
     if schema not in _EVALUATORS:
         raise NotImplementedError(f"no evaluator for detector schema {schema.__name__}")
+    check_control_fits(cfg.control, cfg.detector)  # before anything is loaded or scored
     cache_dir = Path(cfg.paths.cache_dir)
-    benchmark = load_benchmark_from_config(cfg.bench, cache_dir)
+    benchmark = control_benchmark(cfg, cache_dir)
     if benchmark.skipped:
         log.warning("%s: skipped %d examples (first: %s)", benchmark.name, len(benchmark.skipped), benchmark.skipped[0].reason)
-    examples = apply_control(cfg.control, benchmark.examples)
-    result = _EVALUATORS[schema](CellContext(cfg, seed, benchmark, examples, cache_dir))
-    metrics = {**result.metrics, "n_skipped_examples": float(len(benchmark.skipped))}
+    ctx = CellContext(cfg, seed, benchmark, list(benchmark.examples), cache_dir)
+    # The control may read the cell model's scores of the released examples to choose its order.
+    ctx.examples = apply_control(ctx)
+    run = _EVALUATORS[schema]
+    if ControlKind(cfg.control.kind) is ControlKind.external_baseline:
+        result = run_with_baselines(ctx, run)
+    else:
+        result = run(ctx)
+    metrics = {
+        **result.metrics,
+        "control_order_spearman": order_spearman(ctx.examples),
+        "n_skipped_examples": float(len(benchmark.skipped)),
+    }
     return metrics, result
 
 
@@ -117,4 +133,5 @@ def _image_nn(ctx: CellContext) -> DetectorResult:
 
 # The cohort detectors' evaluators live in their own module; importing it registers them.
 from medexp.runner import cohort_evaluators  # noqa: E402,F401
+from medexp.runner import synthetic_evaluators  # noqa: E402,F401
 

@@ -39,6 +39,7 @@ class TrackedRun:
     metrics: dict[str, float]
     tags: dict[str, str]
     params: dict[str, str] = field(default_factory=dict)
+    start_time: int = 0  # milliseconds since the epoch
 
 
 class Tracker:
@@ -76,12 +77,27 @@ class Tracker:
         )
         return _tracked(runs[0]) if runs else None
 
-    def start(self, run_name: str, tags: dict[str, str], params: dict[str, Any]) -> str:
+    def search(self, tags: dict[str, str], status: str | None = None) -> list[TrackedRun]:
+        """Runs carrying all of ``tags`` (and in ``status``, when given), newest first (at most 1,000)."""
+        clauses = [f"tags.`{key}` = {_quoted(value)}" for key, value in tags.items()]
+        if status is not None:
+            clauses.append(f"attributes.status = {_quoted(status)}")
+        runs = self.client.search_runs(
+            [self.experiment_id], filter_string=" and ".join(clauses), order_by=["attributes.start_time DESC"]
+        )
+        return [_tracked(run) for run in runs]
+
+    def start(
+        self, run_name: str, tags: dict[str, str], params: dict[str, Any], parent_run_id: str | None = None
+    ) -> str:
+        """Open a run (nested under ``parent_run_id`` when given) with its tags and params."""
         from mlflow.entities import Param
 
         commit = _git_commit(self.root)
         if commit:
             tags = {**tags, "mlflow.source.git.commit": commit}
+        if parent_run_id is not None:
+            tags = {**tags, "mlflow.parentRunId": parent_run_id}  # how the MLflow UI nests runs
         run = self.client.create_run(self.experiment_id, run_name=run_name, tags=tags)
         items = [Param(key, _param_value(value)) for key, value in sorted(params.items())]
         for chunk in _chunks(items, _BATCH):
@@ -122,6 +138,24 @@ class Tracker:
             raise ValueError(f"no run {run_id!r} in the tracking store {self.uri}") from error
         return _tracked(run)
 
+    def search_cells(self) -> list[TrackedRun]:
+        """Every run of the experiment that is a cell (tag ``medexp.cell_key``), any status, newest
+        first; sweep parents and reports (tag ``medexp.kind`` sweep or report) are left out."""
+        runs, token = [], None
+        while True:
+            page = self.client.search_runs(
+                [self.experiment_id], order_by=["attributes.start_time DESC"], max_results=1000, page_token=token
+            )
+            runs.extend(page)
+            token = page.token
+            if not token:
+                break
+        return [
+            _tracked(run)
+            for run in runs
+            if "medexp.cell_key" in run.data.tags and run.data.tags.get("medexp.kind") not in ("sweep", "report")
+        ]
+
     def read_table(self, run_id: str, artifact_path: str):
         """A parquet artefact of a run as a DataFrame (downloaded to a temporary directory)."""
         import pandas as pd
@@ -139,8 +173,9 @@ class Tracker:
 
         self.client.log_batch(run_id, tags=[RunTag(k, str(v)[:_PARAM_LIMIT]) for k, v in tags.items()])
 
-    def finish(self, run_id: str) -> None:
-        self.client.set_terminated(run_id, "FINISHED")
+    def finish(self, run_id: str, status: str = "FINISHED") -> None:
+        """End the run with ``status``: FINISHED, FAILED or KILLED."""
+        self.client.set_terminated(run_id, status)
 
     def fail(self, run_id: str, error: BaseException) -> None:
         """End the run as FAILED with the error message as a tag and the traceback as an artefact."""
@@ -152,7 +187,9 @@ class Tracker:
 
 def _tracked(run) -> TrackedRun:
     data = run.data
-    return TrackedRun(run.info.run_id, run.info.status, dict(data.metrics), dict(data.tags), dict(data.params))
+    return TrackedRun(
+        run.info.run_id, run.info.status, dict(data.metrics), dict(data.tags), dict(data.params), run.info.start_time or 0
+    )
 
 
 def _git_commit(root: Path) -> str | None:
@@ -161,6 +198,14 @@ def _git_commit(root: Path) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _quoted(value: str) -> str:
+    """A string literal for an MLflow filter (which has no escape for a quote inside a value)."""
+    for quote in ("'", '"'):
+        if quote not in value:
+            return f"{quote}{value}{quote}"
+    raise ValueError(f"cannot search MLflow for a value holding both quote characters: {value!r}")
 
 
 def _param_value(value: Any) -> str:

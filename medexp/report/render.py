@@ -1,0 +1,177 @@
+"""The claims-to-evidence map as a document (Markdown/HTML) and as a LaTeX table."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from medexp.report.artefacts import ALPHA_SWEEP_VALUES
+from medexp.report.cells import CellIndex
+from medexp.report.document import Block, Bullets, Code, Heading, Image, Link, Paragraph, Status, Strong, Table
+from medexp.report.evaluate import ClaimResult, EvidenceResult, status_counts
+from medexp.report.figures import ReportFigure
+
+TITLE = "Claims-to-evidence map"
+GLOSSARY = {
+    "p_bonferroni": "Bonferroni-adjusted p-value, min(1, m p), over the cell's family (tag medexp.family: all "
+                    "finished cells with a p-value sharing detector family and control)",
+    "q_bh": "Benjamini-Hochberg q-value over the same family",
+    "family_size": "m, the number of cells in that family",
+    ALPHA_SWEEP_VALUES[0]: "image_nn: the largest flag-count p-value over the alpha sweep",
+    ALPHA_SWEEP_VALUES[1]: "image_nn: the smallest flag rate over the alpha sweep",
+    ALPHA_SWEEP_VALUES[2]: "image_nn: largest over smallest swept alpha",
+}
+
+
+@dataclass(frozen=True)
+class ReportContext:
+    experiment: str
+    tracking_uri: str
+    report_run_id: str
+    created: str  # when the report was made (ISO format)
+
+
+def report_blocks(results: Sequence[ClaimResult], index: CellIndex, figures: Sequence[ReportFigure],
+                  context: ReportContext, figure_paths: dict[str, str], table_files: Sequence[str]) -> list[Block]:
+    """The whole report: summary table, one section per claim, figures, cells, glossary."""
+    counts = status_counts(results)
+    blocks: list[Block] = [
+        Heading(1, TITLE),
+        Paragraph(["Experiment ", Code(context.experiment), " in ", Code(context.tracking_uri),
+                   (f": {len(index.finished)} cells with a finished run, {len(index.unfinished)} without; "
+                    f"read {context.created}. Report run "), Code(context.report_run_id), "."]),
+        Paragraph(["Statuses: ", *_joined([f"{word} {count}" for word, count in counts.items()])]),
+        Table(["claim", "status", "source", "sentence"], [
+            [[Link(result.claim.id, f"#{result.claim.id}")], [Status(result.status, result.outcome.value)],
+             [result.claim.source], [result.claim.sentence]]
+            for result in results
+        ]),
+        Heading(2, "Claims"),
+    ]
+    for result in results:
+        blocks += _claim_blocks(result)
+    if figures:
+        blocks.append(Heading(2, "Figures"))
+        blocks += [Image(figure_paths[figure.name], figure.caption) for figure in figures]
+    blocks += _cells_blocks(index, table_files)
+    blocks += [Heading(2, "Values the report adds"),
+               Bullets([[Code(name), f": {meaning}"] for name, meaning in GLOSSARY.items()])]
+    return blocks
+
+
+def _claim_blocks(result: ClaimResult) -> list[Block]:
+    claim = result.claim
+    facts = [["Status: ", Status(result.status, result.outcome.value), f" (rule: {claim.describe()})"]]
+    if claim.source:
+        facts.append([f"Source: {claim.source}"])
+    if claim.manual_review:
+        facts.append([Strong("Manual review: "), claim.manual_review])
+    blocks: list[Block] = [Heading(3, f"{claim.id}: {result.status}", anchor=claim.id),
+                           Paragraph([claim.sentence]), Bullets(facts)]
+    for item in result.items:
+        blocks += _evidence_blocks(item)
+    return blocks
+
+
+def _evidence_blocks(item: EvidenceResult) -> list[Block]:
+    evidence = item.evidence
+    blocks: list[Block] = [
+        Heading(4, f"evidence {evidence.name}: {item.outcome.value}"),
+        Paragraph(["Rule: ", *_rule_text(item)]),
+    ]
+    if item.checks:
+        names = sorted(evidence.condition.names)
+        blocks.append(Table(["cell", "run", *names, "meets the rule"], [
+            [[Code(check.cell.key)], [Code(check.cell.run_id)], *([_number(check.values[name])] for name in names),
+             ["yes" if check.met else "no"]]
+            for check in item.checks
+        ]))
+    if item.missing:
+        lines = []
+        for missing in item.missing:
+            line = [Code(missing.cell_key), f": {missing.reason}"]
+            for attempt in missing.attempts:
+                line += ["; run ", Code(attempt.run_id), f" {attempt.status}"]
+                if attempt.error:
+                    line.append(f": {attempt.error}")
+            lines.append(line)
+        blocks += [Paragraph(["Missing evidence:"]), Bullets(lines)]
+    return blocks
+
+
+def _rule_text(item: EvidenceResult) -> list:
+    evidence = item.evidence
+    which = "every selected cell" if evidence.quantifier == "all" else "at least one selected cell"
+    return [f"{which} ({evidence.selection.describe()}) satisfies ", Code(evidence.condition.text), "."]
+
+
+def _cells_blocks(index: CellIndex, table_files: Sequence[str]) -> list[Block]:
+    rows = []
+    for cell in (*index.finished, *index.unfinished):
+        values = cell.values
+        rows.append([[Code(cell.key)], [cell.family or ""], [cell.status], [Code(cell.run_id)],
+                     *([_number(values.get(name, math.nan))] for name in ("p_value", "p_bonferroni", "q_bh")),
+                     [_number(values.get("family_size", math.nan), digits=0)]])
+    return [
+        Heading(2, "Cells"),
+        Paragraph([("The latest finished run of each cell key (and the latest run of cells that never "
+                    "finished); also in "), *_joined([Link(name, name) for name in table_files]), "."]),
+        Table(["cell", "family", "status", "run", "p_value", "p_bonferroni", "q_bh", "family_size"], rows),
+    ]
+
+
+def _number(value: float, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return f"{value:.0f}" if digits == 0 else f"{value:.{digits}g}"
+
+
+def _joined(parts: Sequence) -> list:
+    out: list = []
+    for position, part in enumerate(parts):
+        out += ([", "] if position else []) + [part]
+    return out
+
+
+# LaTeX --------------------------------------------------------------------------------------------
+
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+_LATEX_PATTERN = re.compile("|".join(re.escape(char) for char in _LATEX_SPECIAL))
+
+
+def latex_table(results: Sequence[ClaimResult], context: ReportContext) -> str:
+    """A ``table`` environment: claim, status, and the cells (with run ids) each status rests on."""
+    rows = []
+    for result in results:
+        evidence = "; ".join(_latex_evidence(item) for item in result.items)
+        rows.append(f"{_latex(result.claim.sentence)} & \\textbf{{{_latex(result.status)}}} & "
+                    f"{{\\footnotesize {evidence}}} \\\\ \\hline")
+    return "\n".join([
+        (f"% Claims-to-evidence map generated by medexp.report from experiment {context.experiment} "
+         f"({context.created}), report run {context.report_run_id}."),
+        r"\begin{table}[t]",
+        r"\centering\small",
+        r"\begin{tabular}{p{0.42\linewidth}p{0.12\linewidth}p{0.38\linewidth}}",
+        r"\hline",
+        r"Claim & Status & Evidence cells \\ \hline",
+        *rows,
+        r"\end{tabular}",
+        r"\caption{Claims, their status resolved from tracked runs, and the cells (run ids) each rests on.}",
+        r"\label{tab:claims-to-evidence}",
+        r"\end{table}",
+        "",
+    ])
+
+
+def _latex_evidence(item: EvidenceResult) -> str:
+    cells = [f"{check.cell.model}/{check.cell.bench}/{check.cell.detector}/{check.cell.control} "
+             f"({check.cell.run_id[:8]})" for check in item.checks]
+    cells += [f"missing {missing.cell_key.replace(',', '/')}" for missing in item.missing]
+    return f"\\emph{{{_latex(item.evidence.name)}}} ({_latex(item.outcome.value)}): {_latex(', '.join(cells))}"
+
+
+def _latex(text: str) -> str:
+    return _LATEX_PATTERN.sub(lambda match: _LATEX_SPECIAL[match.group(0)], str(text))

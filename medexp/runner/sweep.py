@@ -1,0 +1,244 @@
+"""Sweeps (``python -m medexp -m ...``): a parent MLflow run per sweep, with its cells nested under it.
+
+The Hydra callback :class:`SweepParentRun` opens the parent run in the process that drives the
+sweep. Each cell, in whatever process or machine the launcher runs it (a joblib worker, a
+submitit subprocess, a Slurm node), finds that parent in the tracking store by its sweep
+directory tag (environment variables do not reach Slurm or Ray workers), nests its run under it
+and writes its outcome as JSON into its job directory. When the launcher returns, the callback
+collects those files, prints the summary, logs it to the parent run and ends the parent FINISHED,
+or FAILED when a cell failed or a launched job reported nothing (lost).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from hydra_plugins.medexp_grid_sweeper.medexp_grid_sweeper import JOBS_FILE, read_launched_jobs
+from medexp.atomic import atomic_write_bytes
+from medexp.runner import CellOutcome, run_cell
+from medexp.runner.cell import Cell
+from medexp.tracking import Tracker, tracking_uri, ui_command
+
+log = logging.getLogger("medexp")
+
+OUTCOME_FILE = "medexp_cell.json"  # a cell's outcome, in its job output directory
+SWEEP_TAGS = ("medexp.kind", "medexp.sweep_dir")  # the parent run: kind=sweep, the absolute sweep dir
+
+
+def run_sweep_cell(cfg: DictConfig) -> CellOutcome:
+    """One cell of a sweep: nested under the sweep's parent run, its outcome written to its job dir.
+
+    Never raises for an error of the cell or of the tracking store: the outcome says FAILED and
+    the sweep goes on.
+    """
+    from hydra.core.hydra_config import HydraConfig
+
+    job = HydraConfig.get()
+    parent = None
+    try:
+        parent = find_parent_run(Tracker(cfg.tracking, cfg.paths.root), _absolute(job.sweep.dir))
+        outcome = run_cell(cfg, parent_run_id=parent)
+    except Exception as error:  # the store failed before or around the cell's own run
+        log.exception("cell of job %s could not be tracked", job.job.num)
+        outcome = CellOutcome(Cell.from_config(cfg).key, None, "FAILED", {}, f"{type(error).__name__}: {error}")
+    write_outcome(Path(job.runtime.output_dir), outcome, job.job.num, list(job.overrides.task), parent)
+    return outcome
+
+
+def find_parent_run(tracker: Tracker, sweep_dir: str) -> str | None:
+    """The id of the running parent run of the sweep in ``sweep_dir`` (the newest if several)."""
+    runs = tracker.search(dict(zip(SWEEP_TAGS, ("sweep", sweep_dir))), status="RUNNING")
+    if not runs:
+        log.warning("no running sweep run for %s in %s: this cell's run is not nested", sweep_dir, tracker.uri)
+        return None
+    return runs[0].run_id
+
+
+def write_outcome(
+    job_dir: Path, outcome: CellOutcome, job_num: int, overrides: list[str], sweep_run_id: str | None
+) -> None:
+    """The cell's outcome as JSON in its job directory, written atomically."""
+    record = {
+        "job": job_num,
+        "overrides": overrides,
+        "cell_key": outcome.cell_key,
+        "status": outcome.status,
+        "run_id": outcome.run_id,
+        "error": outcome.error,
+        "p_value": outcome.metrics.get("p_value"),
+        "sweep_run_id": sweep_run_id,
+    }
+    atomic_write_bytes(Path(job_dir) / OUTCOME_FILE, json.dumps(record, indent=1).encode("utf-8"))
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """What the cells of a sweep reported, and the launched jobs that reported nothing."""
+
+    outcomes: list[dict[str, Any]]  # one per reporting job, by job number
+    lost: list[dict[str, Any]]  # launched jobs ({"num", "overrides"}) without an outcome file
+
+    def count(self, status: str) -> int:
+        return sum(outcome["status"] == status for outcome in self.outcomes)
+
+    @property
+    def ok(self) -> bool:
+        return not self.lost and self.count("FAILED") == 0
+
+    def metrics(self) -> dict[str, float]:
+        return {
+            "n_cells": float(len(self.outcomes) + len(self.lost)),
+            "n_computed": float(self.count("FINISHED")),
+            "n_reused": float(self.count("CACHED")),
+            "n_failed": float(self.count("FAILED")),
+            "n_lost": float(len(self.lost)),
+        }
+
+    def headline(self) -> str:
+        n = {key: int(value) for key, value in self.metrics().items()}
+        text = f"{n['n_cells']} cells: {n['n_computed']} computed, {n['n_reused']} reused (tracked earlier), {n['n_failed']} failed"
+        return text + (f", {n['n_lost']} lost" if self.lost else "")
+
+    def text(self) -> str:
+        """The headline, then one line per failed cell (with its error) and per lost job."""
+        lines = [self.headline()]
+        lines += [
+            f"  FAILED {o['cell_key']}: {o['error']} (job {o['job']}, run {o['run_id']})"
+            for o in self.outcomes
+            if o["status"] == "FAILED"
+        ]
+        lines += [f"  LOST job {job['num']} ({' '.join(job['overrides'])}): it wrote no outcome" for job in self.lost]
+        return "\n".join(lines)
+
+    def markdown(self) -> str:
+        """The headline and a table of every job: cell, status, p-value, run id, error."""
+        rows = ["| job | cell | status | p_value | run_id | error |", "|---|---|---|---|---|---|"]
+        for o in self.outcomes:
+            p_value = "" if o["p_value"] is None else f"{o['p_value']:.4g}"
+            rows.append(
+                f"| {o['job']} | `{o['cell_key']}` | {o['status']} | {p_value} | {o['run_id'] or ''} | {o['error'] or ''} |"
+            )
+        rows += [
+            f"| {job['num']} | `{' '.join(job['overrides'])}` | LOST | | | wrote no outcome |" for job in self.lost
+        ]
+        return f"# Sweep summary\n\n{self.headline()}\n\n" + "\n".join(rows) + "\n"
+
+    def to_json(self) -> str:
+        return json.dumps({"metrics": self.metrics(), "cells": self.outcomes, "lost": self.lost}, indent=1)
+
+
+def collect(sweep_dir: str | Path) -> SweepSummary:
+    """Read the outcome files under ``sweep_dir`` and compare them with the jobs the sweeper launched."""
+    sweep_dir = Path(sweep_dir)
+    outcomes = sorted(
+        (json.loads(path.read_text(encoding="utf-8")) for path in sweep_dir.rglob(OUTCOME_FILE)),
+        key=lambda outcome: outcome["job"],
+    )
+    reported = {outcome["job"] for outcome in outcomes}
+    launched = read_launched_jobs(sweep_dir) or []  # absent when another sweeper ran the sweep
+    return SweepSummary(outcomes, [job for job in launched if job["num"] not in reported])
+
+
+class SweepParentRun(Callback):
+    """Hydra callback (``hydra.callbacks``): a parent MLflow run per sweep and a summary at its end.
+
+    ``fail_exit``: exit with status 1 after the summary when a cell failed or a job was lost, so
+    scripts and CI notice; the parent run is FAILED either way.
+    """
+
+    def __init__(self, fail_exit: bool = True) -> None:
+        self.fail_exit = fail_exit
+        self._open: _OpenSweep | None = None  # set in the process driving the sweep only
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = _absolute(config.hydra.sweep.dir)
+        _remove_previous_reports(Path(sweep_dir))
+        tracker = Tracker(config.tracking, config.paths.root)
+        sweep_tags = dict(zip(SWEEP_TAGS, ("sweep", sweep_dir)))
+        for stale in tracker.search(sweep_tags, status="RUNNING"):  # left by an interrupted sweep here
+            log.warning("ending sweep run %s of an earlier, interrupted sweep in %s as KILLED", stale.run_id, sweep_dir)
+            tracker.finish(stale.run_id, "KILLED")
+        overrides = [str(item) for item in config.hydra.overrides.task]
+        hydra_node = config.hydra
+        run_id = tracker.start(
+            f"sweep {time.strftime('%Y-%m-%d %H:%M:%S')}",
+            sweep_tags,
+            {
+                "overrides": " ".join(overrides),
+                "sweeper": hydra_node.sweeper._target_,
+                "launcher": hydra_node.launcher._target_,
+            },
+        )
+        sweep_spec = {
+            "overrides": overrides,
+            "sweeper": OmegaConf.to_container(hydra_node.sweeper, resolve=False),
+            "launcher": OmegaConf.to_container(hydra_node.launcher, resolve=False),
+        }
+        tracker.log_files(run_id, {"sweep.yaml": OmegaConf.to_yaml(sweep_spec)})
+        tracking = OmegaConf.to_container(config.tracking, resolve=True)
+        self._open = _OpenSweep(run_id, sweep_dir, tracking, str(config.paths.root))
+        atexit.register(self._end_aborted)  # Hydra skips on_multirun_end when the sweep raises
+        print(f"sweep run {run_id}: cells nest under it (sweep dir {sweep_dir})")
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        atexit.unregister(self._end_aborted)
+        summary = self._end(aborted=False)
+        if self.fail_exit and not summary.ok:
+            raise SystemExit(1)
+
+    def _end_aborted(self) -> None:
+        if self._open is None:  # already ended
+            return
+        try:
+            self._end(aborted=True)
+        except Exception:  # at interpreter exit: report, never mask the error that stopped the sweep
+            log.exception("could not end the sweep run of an aborted sweep")
+
+    def _end(self, aborted: bool) -> SweepSummary:
+        sweep = self._open
+        assert sweep is not None, "on_multirun_start did not run"
+        self._open = None
+        summary = collect(sweep.sweep_dir)
+        tracker = Tracker(OmegaConf.create(sweep.tracking), sweep.root)
+        tracker.log_metrics(sweep.run_id, summary.metrics())
+        tracker.log_files(
+            sweep.run_id, {"sweep_summary.md": summary.markdown(), "sweep_summary.json": summary.to_json()}
+        )
+        if aborted:
+            tracker.set_tags(sweep.run_id, {"medexp.error": "the sweep stopped before its launcher returned"})
+        status = "KILLED" if aborted else ("FINISHED" if summary.ok else "FAILED")
+        tracker.finish(sweep.run_id, status)
+        print(f"sweep run {sweep.run_id} {status}{' (aborted)' if aborted else ''}: {summary.text()}")
+        print(f"view it: {ui_command(tracking_uri(OmegaConf.create(sweep.tracking), sweep.root))}")
+        return summary
+
+
+@dataclass(frozen=True)
+class _OpenSweep:
+    run_id: str
+    sweep_dir: str
+    tracking: dict[str, Any]  # plain data: the callback object is pickled to launcher workers
+    root: str
+
+
+def _absolute(path: Any) -> str:
+    # abspath, not resolve(): every node must compute the same string, whatever its symlinks.
+    return os.path.abspath(str(path))
+
+
+def _remove_previous_reports(sweep_dir: Path) -> None:
+    """Reports of an earlier sweep in the same directory must not be counted as this sweep's."""
+    if not sweep_dir.is_dir():
+        return
+    for path in [sweep_dir / JOBS_FILE, *sweep_dir.rglob(OUTCOME_FILE)]:
+        path.unlink(missing_ok=True)

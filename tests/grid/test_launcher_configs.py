@@ -1,0 +1,72 @@
+"""conf/hydra/launcher/*.yaml shadow the plugins' own configs, so each must be complete and typed right."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+import medexp  # noqa: F401  (registers the schemas the primary config needs)
+from medexp.config import conf_dir
+from tests.conftest import run_medexp
+
+LAUNCHERS = Path(conf_dir()) / "hydra" / "launcher"
+# Hydra validates our files against the plugins' schemas of the same name (wanted) and warns that
+# this matching is deprecated; medexp silences it at import, pytest's own filters bring it back.
+pytestmark = pytest.mark.filterwarnings(
+    r"ignore:\s*'hydra/launcher/\w+' is validated against ConfigStore schema:UserWarning"
+)
+
+
+def hydra_config(*overrides: str):
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides), return_hydra_config=True).hydra
+
+
+def plugin_schemas():
+    from hydra_plugins.hydra_joblib_launcher.config import JobLibLauncherConf
+    from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf, SlurmQueueConf
+
+    return {"joblib": JobLibLauncherConf, "submitit_local": LocalQueueConf, "submitit_slurm": SlurmQueueConf}
+
+
+@pytest.mark.parametrize("name", ["joblib", "submitit_local", "submitit_slurm"])
+def test_launcher_file_sets_every_field_of_the_plugin_schema_with_valid_types(name):
+    schema = OmegaConf.structured(plugin_schemas()[name])
+    ours = OmegaConf.load(LAUNCHERS / f"{name}.yaml")
+    assert set(ours.keys()) == set(schema.keys())
+    merged = OmegaConf.merge(schema, ours)  # raises on a wrong type or an unknown key
+    assert merged._target_ == schema._target_
+
+
+@pytest.mark.parametrize("name", ["joblib", "submitit_local", "submitit_slurm", "ray"])
+def test_launcher_is_selected_by_name(name):
+    launcher = hydra_config(f"hydra/launcher={name}").launcher
+    assert launcher._target_ == OmegaConf.load(LAUNCHERS / f"{name}.yaml")._target_
+
+
+def test_ray_file_has_the_published_ray_launcher_fields():
+    # hydra_ray_launcher._config.RayLauncherConf (1.2.2): _target_ and ray: {init: dict, remote: dict}.
+    ours = OmegaConf.load(LAUNCHERS / "ray.yaml")
+    assert set(ours.keys()) == {"_target_", "ray"}
+    assert set(ours.ray.keys()) == {"init", "remote"}
+    assert ours.ray.init.address is None  # a local Ray unless told otherwise
+    assert ours.ray.init.dashboard_host == "127.0.0.1"
+
+
+def test_ray_launcher_composes_from_the_command_line():
+    result = run_medexp("hydra/launcher=ray", "--cfg", "hydra", "--package", "hydra.launcher")
+    assert result.returncode == 0, result.stderr
+    launcher = OmegaConf.create(result.stdout)  # printed as "# @package hydra.launcher" + its content
+    assert launcher._target_ == "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher"
+    assert launcher.ray.remote.num_cpus == 1
+
+
+def test_primary_config_selects_the_grid_sweeper_and_the_sweep_callback():
+    hydra = hydra_config()
+    assert hydra.sweeper._target_.endswith("MedexpGridSweeper")
+    assert hydra.sweeper.grid is None
+    assert hydra.callbacks.sweep_parent_run._target_ == "medexp.runner.sweep.SweepParentRun"

@@ -1,0 +1,158 @@
+"""Claim evaluation on hand-built runs: every status is reachable, corrections match hand computation."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from medexp.report.cells import CellIndex
+from medexp.report.claims import Claim, Evidence, Selection
+from medexp.report.conditions import Condition
+from medexp.report.evaluate import Outcome, evaluate_claim
+from tests.report.tracked_cells import tracked
+
+
+def evidence(name: str, require: str, quantifier: str = "all", **select) -> Evidence:
+    axes = {axis: None for axis in ("model", "bench", "detector", "control")}
+    axes.update({axis: (names,) if isinstance(names, str) else tuple(names)
+                 for axis, names in select.items() if names is not None})
+    return Evidence(name, Selection(**axes), Condition.parse(require), quantifier)
+
+
+def claim(*items: Evidence, holds: str = "survives", fails: str = "collapses") -> Claim:
+    return Claim("c", "A claim.", "§0", tuple(items), holds, fails)
+
+
+def test_family_corrections_equal_hand_computed_bonferroni_and_bh():
+    runs = [
+        tracked("a", "b1", "exch_rank", "none", {"p_value": 0.001}),
+        tracked("b", "b1", "exch_rank", "none", {"p_value": 0.02}),
+        tracked("c", "b1", "exch_rank", "none", {"p_value": 0.04}),
+        tracked("d", "b1", "exch_rank", "none", {"p_value": 0.9}),  # superseded below
+        tracked("d", "b1", "exch_rank", "none", {"p_value": 0.5}),
+        tracked("e", "b1", "exch_rank", "none", {}, status="FAILED", error="ValueError: boom"),
+        tracked("a", "b1", "exch_rank", "order_hash", {"p_value": 0.3}),
+        tracked("probe", "synthetic", "composition_sweep", "synthetic", {"false_positive_flag_prob_0": 0.0}),
+    ]
+    index = CellIndex.from_runs(runs)
+    values = {cell.key: cell.values for cell in index.finished}
+    release = {model: values[f"model={model},bench=b1,detector=exch_rank,control=none"] for model in "abcd"}
+    # m = 4 finished release cells (the newer run of d replaces the older; the failed e has no p)
+    assert [release[m]["p_bonferroni"] for m in "abcd"] == pytest.approx([0.004, 0.08, 0.16, 1.0])
+    # BH by hand: sorted p 0.001, 0.02, 0.04, 0.5 -> p m / rank = 0.004, 0.04, 0.0533, 0.5, then
+    # the running minimum from the largest rank down leaves them unchanged
+    assert [release[m]["q_bh"] for m in "abcd"] == pytest.approx([0.004, 0.04, 0.04 * 4 / 3, 0.5])
+    assert {release[m]["family_size"] for m in "abcd"} == {4.0}
+    hash_cell = values["model=a,bench=b1,detector=exch_rank,control=order_hash"]
+    assert (hash_cell["p_bonferroni"], hash_cell["q_bh"], hash_cell["family_size"]) == (0.3, 0.3, 1.0)
+    descriptive = values["model=probe,bench=synthetic,detector=composition_sweep,control=synthetic"]
+    assert "p_bonferroni" not in descriptive
+    assert [cell.key for cell in index.unfinished] == ["model=e,bench=b1,detector=exch_rank,control=none"]
+    table = index.frame().set_index("cell_key")
+    assert table.loc["model=d,bench=b1,detector=exch_rank,control=none", "p_value"] == 0.5
+    assert table.loc["model=e,bench=b1,detector=exch_rank,control=none", "error"] == "ValueError: boom"
+
+
+def test_bh_q_values_take_the_running_minimum():
+    # p 0.01, 0.011, 0.9 -> p m / rank = 0.03, 0.0165, 0.9 -> q = 0.0165, 0.0165, 0.9
+    index = CellIndex.from_runs([tracked(m, "b", "exch", "none", {"p_value": p})
+                                 for m, p in (("x", 0.01), ("y", 0.011), ("z", 0.9))])
+    assert [cell.values["q_bh"] for cell in index.finished] == pytest.approx([0.0165, 0.0165, 0.9])
+
+
+RUNS = [
+    tracked("qwen", "slake", "exch_rank", "none", {"p_value": 0.0005, "flag": 1.0}),
+    tracked("qwen", "slake", "exch_rank", "order_hash", {"p_value": 0.68, "flag": 0.0}),
+    tracked("blip2", "slake", "exch_rank", "none", {"p_value": 0.31, "flag": 0.0}),
+    tracked("instructblip", "slake", "exch_rank", "none", {"p_value": 0.97, "flag": 0.0}),
+    tracked("llava", "slake", "exch_rank", "none", {}, status="FAILED", error="OSError: no such checkpoint"),
+    tracked("m", "slake", "image_nn-b16", "none", {"p_value": 1e-9, "flag_rate": math.nan}),
+]
+
+
+def test_a_claim_holds_when_every_item_holds_and_cites_its_runs():
+    index = CellIndex.from_runs(RUNS)
+    result = evaluate_claim(claim(
+        evidence("release", "p_bonferroni < 0.05", model="qwen", bench="slake", detector="exch_rank", control="none"),
+        evidence("hash", "p_value > 0.1", model="qwen", bench="slake", detector="exch_rank", control="order_hash"),
+        evidence("baselines", "p_value > 0.05", model=["blip2", "instructblip"], bench="slake", detector="exch_rank",
+                 control="none"),
+    ), index)
+    assert result.outcome is Outcome.holds and result.status == "survives"
+    release, _, baselines = result.items
+    # three release cells of exch_rank finished (llava's failed), so Bonferroni multiplies by 3
+    assert release.checks[0].values == {"p_bonferroni": pytest.approx(0.0015)}
+    assert release.checks[0].cell.run_id == RUNS[0].run_id
+    assert [check.cell.model for check in baselines.checks] == ["blip2", "instructblip"]
+    assert all(check.met for item in result.items for check in item.checks)
+    assert not any(item.missing for item in result.items)
+
+
+def test_a_claim_fails_when_an_item_fails():
+    result = evaluate_claim(claim(
+        evidence("release", "p_value < 0.01", model="qwen", bench="slake", detector="exch_rank", control="none"),
+        evidence("hash", "p_value < 0.01", model="qwen", bench="slake", detector="exch_rank", control="order_hash"),
+    ), CellIndex.from_runs(RUNS))
+    assert result.outcome is Outcome.fails and result.status == "collapses"
+    assert [item.outcome for item in result.items] == [Outcome.holds, Outcome.fails]
+    assert result.items[1].checks[0].met is False
+
+
+def test_quantifier_any_needs_one_cell():
+    index = CellIndex.from_runs(RUNS)
+    some = evidence("one", "p_value > 0.9", "any", model=["blip2", "instructblip"], detector="exch_rank", control="none")
+    none = evidence("none", "p_value > 0.99", "any", model=["blip2", "instructblip"], detector="exch_rank", control="none")
+    assert evaluate_claim(claim(some), index).outcome is Outcome.holds
+    assert evaluate_claim(claim(none), index).outcome is Outcome.fails
+    every = evidence("all", "p_value > 0.9", model=["blip2", "instructblip"], detector="exch_rank", control="none")
+    assert evaluate_claim(claim(every), index).outcome is Outcome.fails
+
+
+def test_missing_cells_are_named_and_a_failed_runs_error_is_surfaced():
+    index = CellIndex.from_runs(RUNS)
+    result = evaluate_claim(claim(
+        evidence("fails_anyway", "p_value < 0.01", model="blip2", bench="slake", detector="exch_rank", control="none"),
+        evidence("never_run", "p_value > 0.1", model="qwen", bench=["slake", "vqa_rad"], detector="exch_rank",
+                 control="none"),
+        evidence("crashed", "p_value < 0.01", model="llava", bench="slake", detector="exch_rank", control="none"),
+    ), index)
+    # a failing item does not decide the claim while other evidence is missing
+    assert result.outcome is Outcome.no_evidence and result.status == "no evidence"
+    never_run, crashed = result.items[1], result.items[2]
+    assert [check.cell.bench for check in never_run.checks] == ["slake"]
+    (missing,) = never_run.missing
+    assert (missing.cell_key, missing.reason, missing.attempts) == (
+        "model=qwen,bench=vqa_rad,detector=exch_rank,control=none", "no tracked run", ())
+    (missing,) = crashed.missing
+    assert missing.reason == "no FINISHED run (latest: FAILED)"
+    assert [(a.run_id, a.error) for a in missing.attempts] == [(RUNS[4].run_id, "OSError: no such checkpoint")]
+
+
+def test_a_cell_lacking_a_value_or_holding_nan_is_no_evidence():
+    index = CellIndex.from_runs(RUNS)
+    lacking = evaluate_claim(claim(evidence("x", "flag == 1 and baseline_blip2_flag == 1", model="qwen",
+                                            control="none")), index)
+    (missing,) = lacking.items[0].missing
+    assert missing.cell_key == "model=qwen,bench=slake,detector=exch_rank,control=none"
+    assert missing.reason == f"run {RUNS[0].run_id} has no value for baseline_blip2_flag"
+    nan = evaluate_claim(claim(evidence("y", "flag_rate < 0.01", detector="image_nn-b16")), index)
+    assert nan.outcome is Outcome.no_evidence and "flag_rate" in nan.items[0].missing[0].reason
+
+
+def test_a_wildcard_axis_needs_at_least_one_run_and_reads_every_match():
+    index = CellIndex.from_runs(RUNS)
+    found = evaluate_claim(claim(evidence("any_model", "p_value > 0.05", model=None, bench="slake",
+                                          detector="exch_rank", control="none")), index)
+    assert sorted(check.cell.model for check in found.items[0].checks) == ["blip2", "instructblip", "qwen"]
+    assert found.outcome is Outcome.fails  # qwen's release p is 0.0005
+    empty = evaluate_claim(claim(evidence("nothing", "p_value > 0.05", bench="pathvqa")), index)
+    assert empty.items[0].missing[0].cell_key == "model=*,bench=pathvqa,detector=*,control=*"
+
+
+def test_the_latest_finished_run_counts_even_after_a_newer_failure():
+    runs = [tracked("m", "b", "exch", "none", {"p_value": 0.5}),
+            tracked("m", "b", "exch", "none", {}, status="FAILED", error="RuntimeError: out of memory")]
+    index = CellIndex.from_runs(runs)
+    assert [cell.run_id for cell in index.finished] == [runs[0].run_id] and not index.unfinished
+    assert evaluate_claim(claim(evidence("x", "p_value > 0.1", model="m")), index).outcome is Outcome.holds

@@ -1,0 +1,61 @@
+"""Hand-built cells for the report tests: TrackedRun objects in memory, or runs logged to a store."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from medexp.tracking import TrackedRun
+
+_clock = itertools.count(1_000)
+
+
+def cell_key(model: str, bench: str, detector: str, control: str) -> str:
+    return f"model={model},bench={bench},detector={detector},control={control}"
+
+
+def cell_tags(model: str, bench: str, detector: str, control: str, family: str | None = None) -> dict[str, str]:
+    """The tags run_cell gives a cell; the family defaults to <detector>/<control> as in conf/config.yaml."""
+    return {
+        "medexp.model": model,
+        "medexp.bench": bench,
+        "medexp.detector": detector,
+        "medexp.control": control,
+        "medexp.cell_key": cell_key(model, bench, detector, control),
+        "medexp.family": family or f"{detector}/{control}",
+    }
+
+
+def tracked(model: str, bench: str, detector: str, control: str, metrics: dict[str, float], *,
+            status: str = "FINISHED", family: str | None = None, error: str | None = None,
+            params: dict[str, str] | None = None, start_time: int | None = None, run_id: str | None = None) -> TrackedRun:
+    """An in-memory TrackedRun of a cell; later calls get later start times unless one is given."""
+    tags = cell_tags(model, bench, detector, control, family)
+    if error is not None:
+        tags["medexp.error"] = error
+    start = next(_clock) if start_time is None else start_time
+    return TrackedRun(run_id or f"run{start}", status, dict(metrics), tags, dict(params or {}), start)
+
+
+def tracking_config(uri: str, experiment: str = "medexp"):
+    from omegaconf import OmegaConf
+
+    from medexp.config.schemas import TrackingConfig
+
+    return OmegaConf.structured(TrackingConfig(uri=uri, experiment=experiment))
+
+
+def log_cell(tracker, model: str, bench: str, detector: str, control: str, metrics: dict[str, float], *,
+             params: dict[str, Any] | None = None, files: dict[str, Any] | None = None,
+             fail_with: BaseException | None = None, family: str | None = None) -> str:
+    """Log one cell run the way run_cell does (tags, params, metrics, artefacts) and end it."""
+    run_id = tracker.start(cell_key(model, bench, detector, control),
+                           cell_tags(model, bench, detector, control, family), params or {})
+    if fail_with is not None:
+        tracker.fail(run_id, fail_with)
+        return run_id
+    tracker.log_metrics(run_id, metrics)
+    if files:
+        tracker.log_files(run_id, files)
+    tracker.finish(run_id)
+    return run_id
