@@ -17,6 +17,7 @@ from typing import Sequence
 
 from medexp.report.cells import CellIndex, CellRun
 from medexp.report.claims import ANY, AXES, NO_EVIDENCE, Claim, Evidence
+from medexp.runner.cell import Cell
 
 
 class Outcome(str, Enum):
@@ -104,7 +105,7 @@ def evaluate_evidence(evidence: Evidence, index: CellIndex) -> EvidenceResult:
 
 def _pattern(names: dict[str, str]) -> str:
     """The cell key of a group, with "*" on the axes it leaves open."""
-    return ",".join(f"{axis}={names.get(axis, ANY)}" for axis in AXES)
+    return Cell(**{axis: names.get(axis, ANY) for axis in AXES}).key
 
 
 def _no_run_reason(attempts: tuple[CellRun, ...]) -> str:

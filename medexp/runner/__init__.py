@@ -37,16 +37,17 @@ class CellOutcome:
         return f"{self.cell_key}  p_value={self.metrics['p_value']:.4g}  flag={flag}  run_id={self.run_id}{reused}"
 
 
-def run_cell(cfg: DictConfig, parent_run_id: str | None = None) -> CellOutcome:
+def run_cell(cfg: DictConfig, parent_run_id: str | None = None, tracker=None) -> CellOutcome:
     """Run (or reuse) the cell described by a composed medexp config; never raises for cell errors.
 
     ``parent_run_id`` nests a computed run under a sweep's parent run; a reused (CACHED) run keeps
-    the parent it was computed under.
+    the parent it was computed under. ``tracker``: a ``medexp.tracking.Tracker`` of
+    ``cfg.tracking`` already open (a sweep cell has one); by default one is opened here.
     """
     from medexp.tracking import Tracker
 
     cell = Cell.from_config(cfg)
-    tracker = Tracker(cfg.tracking, cfg.paths.root)
+    tracker = tracker or Tracker(cfg.tracking, cfg.paths.root)
     resolved = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     # Same key but other settings (seed, permutations, ...) or another medexp version is another
     # computation.

@@ -46,8 +46,9 @@ def run_sweep_cell(cfg: DictConfig) -> CellOutcome:
     job = HydraConfig.get()
     parent = None
     try:
-        parent = find_parent_run(Tracker(cfg.tracking, cfg.paths.root), _absolute(job.sweep.dir))
-        outcome = run_cell(cfg, parent_run_id=parent)
+        tracker = Tracker(cfg.tracking, cfg.paths.root)
+        parent = find_parent_run(tracker, _absolute(job.sweep.dir))
+        outcome = run_cell(cfg, parent_run_id=parent, tracker=tracker)
     except Exception as error:  # the store failed before or around the cell's own run
         log.exception("cell of job %s could not be tracked", job.job.num)
         outcome = CellOutcome(Cell.from_config(cfg).key, None, "FAILED", {}, f"{type(error).__name__}: {error}")

@@ -19,6 +19,7 @@ from typing import Any, Iterable
 
 _PARAM_LIMIT = 6000  # MLflow's maximum param value length
 _BATCH = 100  # MLflow accepts at most 100 params per log_batch call
+_PAGE = 1000  # runs per search_runs page
 
 
 def tracking_uri(tracking_cfg, root: str | Path) -> str:
@@ -66,25 +67,28 @@ class Tracker:
 
     def find_finished(self, cell_key: str, config_hash: str) -> TrackedRun | None:
         """The latest FINISHED run of this cell computed with the same settings, if any."""
-        runs = self.client.search_runs(
-            [self.experiment_id],
-            filter_string=(
-                f"tags.`medexp.cell_key` = '{cell_key}' and tags.`medexp.config_hash` = '{config_hash}' "
-                "and attributes.status = 'FINISHED'"
-            ),
-            order_by=["attributes.start_time DESC"],
-            max_results=1,
-        )
-        return _tracked(runs[0]) if runs else None
+        runs = self.search({"medexp.cell_key": cell_key, "medexp.config_hash": config_hash}, "FINISHED", max_results=1)
+        return runs[0] if runs else None
 
-    def search(self, tags: dict[str, str], status: str | None = None) -> list[TrackedRun]:
-        """Runs carrying all of ``tags`` (and in ``status``, when given), newest first (at most 1,000)."""
+    def search(self, tags: dict[str, str], status: str | None = None, max_results: int | None = None) -> list[TrackedRun]:
+        """Runs carrying all of ``tags`` (and in ``status``, when given), newest first: every one,
+        page by page, or the first ``max_results``."""
         clauses = [f"tags.`{key}` = {_quoted(value)}" for key, value in tags.items()]
         if status is not None:
             clauses.append(f"attributes.status = {_quoted(status)}")
-        runs = self.client.search_runs(
-            [self.experiment_id], filter_string=" and ".join(clauses), order_by=["attributes.start_time DESC"]
-        )
+        runs, token = [], None
+        while max_results is None or len(runs) < max_results:
+            page = self.client.search_runs(
+                [self.experiment_id],
+                filter_string=" and ".join(clauses),
+                order_by=["attributes.start_time DESC"],
+                max_results=_PAGE if max_results is None else min(_PAGE, max_results - len(runs)),
+                page_token=token,
+            )
+            runs.extend(page)
+            token = page.token
+            if not token:
+                break
         return [_tracked(run) for run in runs]
 
     def start(
@@ -141,19 +145,10 @@ class Tracker:
     def search_cells(self) -> list[TrackedRun]:
         """Every run of the experiment that is a cell (tag ``medexp.cell_key``), any status, newest
         first; sweep parents and reports (tag ``medexp.kind`` sweep or report) are left out."""
-        runs, token = [], None
-        while True:
-            page = self.client.search_runs(
-                [self.experiment_id], order_by=["attributes.start_time DESC"], max_results=1000, page_token=token
-            )
-            runs.extend(page)
-            token = page.token
-            if not token:
-                break
         return [
-            _tracked(run)
-            for run in runs
-            if "medexp.cell_key" in run.data.tags and run.data.tags.get("medexp.kind") not in ("sweep", "report")
+            run
+            for run in self.search({})
+            if "medexp.cell_key" in run.tags and run.tags.get("medexp.kind") not in ("sweep", "report")
         ]
 
     def read_table(self, run_id: str, artifact_path: str):
