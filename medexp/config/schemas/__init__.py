@@ -1,0 +1,102 @@
+"""Structured-config schemas for every config group.
+
+Registered in Hydra's ConfigStore by :func:`register_schemas`, so that a YAML file with a wrong
+type or an unknown key fails at composition with a message naming the offending key.
+One module per axis (model, bench, detector, images, control, root, report); model, benchmark and
+tracking configs share one schema each; detectors and controls have one
+schema per kind, selected by the YAML file's defaults list (``/schema/detector@_here_: exch``).
+"""
+
+from __future__ import annotations
+
+from medexp.config.schemas.bench import (  # noqa: F401
+    BenchConfig,
+    BenchFormat,
+    DemoBenchConfig,
+    DemoCorpusConfig,
+    SyntheticBenchConfig,
+)
+from medexp.config.schemas.control import (  # noqa: F401
+    ControlBase,
+    ControlKind,
+    ExternalBaselineControl,
+    NegativeImagesControl,
+    OrderMinkControl,
+    SyntheticControl,
+    SyntheticModel,
+)
+from medexp.config.schemas.detector import (  # noqa: F401
+    CohortDetectorBase,
+    CompositionSweepConfig,
+    DetectorBase,
+    ExchConfig,
+    ExchRankConfig,
+    LossConfig,
+    MinkTailConfig,
+    RankBy,
+    TopKJaccardConfig,
+)
+from medexp.config.schemas.images import (  # noqa: F401
+    CorpusConfig,
+    EmbedderBase,
+    ImageNNConfig,
+    IndexConfig,
+    IndexKind,
+    OpenClipEmbedderConfig,
+    PHashEmbedderConfig,
+)
+from medexp.config.schemas.model import (  # noqa: F401
+    DemoModelConfig,
+    DType,
+    ModelConfig,
+    ModelFamily,
+    ModelSource,
+)
+from medexp.config.schemas.report import (  # noqa: F401
+    CellSelection,
+    ClaimConfig,
+    ClaimStatuses,
+    EvidenceConfig,
+    Quantifier,
+    ReportConfig,
+    ReportPathsConfig,
+)
+from medexp.config.schemas.root import (  # noqa: F401
+    Config,
+    PathsConfig,
+    TrackingConfig,
+)
+
+DETECTOR_SCHEMAS = {
+    "exch": ExchConfig,
+    "exch_rank": ExchRankConfig,
+    "mink_tail": MinkTailConfig,
+    "topk_jaccard": TopKJaccardConfig,
+    "loss": LossConfig,
+    "image_nn": ImageNNConfig,
+    "composition_sweep": CompositionSweepConfig,
+}
+EMBEDDER_SCHEMAS = {"open_clip": OpenClipEmbedderConfig, "phash": PHashEmbedderConfig}
+CONTROL_SCHEMAS = {
+    "base": ControlBase,
+    "order_mink": OrderMinkControl,
+    "external_baseline": ExternalBaselineControl,
+    "negative_images": NegativeImagesControl,
+    "synthetic": SyntheticControl,
+}
+
+
+def register_schemas() -> None:
+    """Store the schemas in Hydra's ConfigStore (idempotent)."""
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    store.store(name="config_schema", node=Config)
+    store.store(name="report_schema", node=ReportConfig)
+    store.store(group="schema", name="claim", node=ClaimConfig)
+    for name, node in DETECTOR_SCHEMAS.items():
+        store.store(group="schema/detector", name=name, node=node)
+    for name, node in CONTROL_SCHEMAS.items():
+        store.store(group="schema/control", name=name, node=node)
+    for name, node in EMBEDDER_SCHEMAS.items():
+        store.store(group="schema/embedder", name=name, node=node)

@@ -1,0 +1,75 @@
+"""Schemas of the benchmark axis (conf/bench/)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import List, Optional
+
+from omegaconf import MISSING
+
+
+class BenchFormat(str, Enum):
+    """Upstream file layouts; a benchmark in a listed layout needs only a YAML file."""
+
+    local = "local"  # JSONL rows with image paths relative to the root
+    demo = "demo"  # the generated offline benchmark, written in the local format
+    slake = "slake"  # official SLAKE release: <split>.json list + <image_dir>/<img_name>
+    hf_parquet = "hf_parquet"  # hub VQA parquet shards: image struct, question, answer columns
+    omnimedvqa = "omnimedvqa"  # QA_information/Open-access/*.json (or parquet), multiple choice
+    image_set = "image_set"  # image-only hub parquet (negative controls), optionally sub-sampled
+    pmc_oa = "pmc_oa"  # figure corpus: <split>.jsonl {image, caption} + <image_dir>/
+    demo_corpus = "demo_corpus"  # generated image_nn reference corpus: splits corpus and ood
+    synthetic = "synthetic"  # text-free examples with an easiness e_i, for control=synthetic
+
+@dataclass
+class DemoBenchConfig:
+    n_test: int = 400
+    n_train: int = 1200
+    seed: int = 20261121
+
+@dataclass
+class DemoCorpusConfig:
+    """The generated demo reference corpus (medexp.demo.corpus); ``demo`` names the benchmark it copies."""
+
+    n_distractors: int = 1600  # fresh scans from the demo renderer: same distribution, other "patients"
+    n_planted: int = 100  # perturbed copies of demo test images: the ground truth
+    n_ood: int = 300  # colourful non-medical pictures, split "ood" (the out-of-domain control)
+    seed: int = 20261122
+
+
+@dataclass
+class SyntheticBenchConfig:
+    """Easiness e_i of the calibration model's benchmark (controlled audit, Appendix B).
+
+    round((1 - open_fraction) n) CLOSED examples at positions drawn by ``seed`` with
+    e ~ Exponential(mean closed_mean); the others OPEN with e = |N(0, 1)|.
+    """
+
+    n_examples: int = 1061
+    open_fraction: float = 0.6
+    closed_mean: float = 900.0
+    seed: int = 20260531
+
+
+@dataclass
+class BenchConfig:
+    name: str = MISSING
+    format: BenchFormat = BenchFormat.local
+    version: int = 1  # bump when an edit changes the examples the file yields (like lm-eval tasks)
+    root: Optional[str] = None  # local copy; when unset, a format with a hub_id reads the hub
+    hub_id: Optional[str] = None  # Hugging Face dataset repo used when root is unset
+    revision: Optional[str] = None  # hub branch, tag or commit (None: the default branch)
+    split: str = "test"
+    # Read only the first N rows of the split in released order; rows skipped for a bad image
+    # count toward N (the audit's "first 5,000 rows, one corrupt image dropped" gives 4,999).
+    max_examples: Optional[int] = None
+    expected_examples: Optional[int] = None  # the count this file should yield; a mismatch is logged
+    languages: Optional[List[str]] = None  # slake: keep rows whose q_lang is listed
+    image_dir: Optional[str] = None  # slake, pmc_oa: image folder (or <image_dir>.zip) under root
+    subsample_n: Optional[int] = None  # image_set: n rows drawn uniformly from the first max(4n, n+50)
+    subsample_seed: int = 0  # image_set: numpy default_rng seed of that draw
+    label_column: Optional[str] = None  # image_set: the column whose value becomes the answer
+    demo: Optional[DemoBenchConfig] = None
+    demo_corpus: Optional[DemoCorpusConfig] = None  # demo_corpus: how the corpus is generated
+    synthetic: Optional[SyntheticBenchConfig] = None  # synthetic: how the easiness is drawn

@@ -1,0 +1,101 @@
+"""Schemas of the detector axis (conf/detector/): one dataclass per detector kind."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import List
+
+from omegaconf import MISSING
+
+
+@dataclass
+class DetectorBase:
+    name: str = MISSING
+    family: str = MISSING  # the multiple-testing family the cell's p-value belongs to
+    alpha: float = 0.01  # flag when p_value < alpha
+
+
+@dataclass
+class ExchConfig(DetectorBase):
+    """Oren et al. sharded likelihood comparison on text concatenations."""
+
+    shards: int = 50
+    permutations: int = 250
+    text_template: str = "Question: {question}\nAnswer: {answer}\n"
+    context_length: int = 1024  # longer concatenations are scored with a sliding window
+    stride: int = 512
+    batch_size: int = 32
+
+
+@dataclass
+class ExchRankConfig(DetectorBase):
+    """Permutation test of Spearman(position, per-example log-likelihood)."""
+
+    n_permutations: int = 10000
+    score: str = "sum_logprob"
+
+
+class RankBy(str, Enum):
+    score = "score"  # the model's own per-example score
+    delta = "delta"  # the score minus the median of the other cohort models on the same example
+
+
+@dataclass
+class CohortDetectorBase(DetectorBase):
+    """A detector comparing the cell's model with reference models on the same examples."""
+
+    # Model config names (conf/model/<name>.yaml) scored next to the cell's model; an entry
+    # naming the cell's own model is skipped, so a model is never its own reference.
+    cohort: List[str] = field(default_factory=list)
+    n_permutations: int = 10000  # cohort-relabel permutation test (p floor 1/(P+1))
+
+
+@dataclass
+class MinkTailConfig(CohortDetectorBase):
+    """Min-K%++ cohort tail enrichment (Detector 3); defaults are the controlled audit's."""
+
+    k_percent: float = 20.0  # m_i = mean of the lowest K% (at least one) of the answer's z_t
+    thresholds: List[float] = field(default_factory=lambda: [50.0, 100.0])  # report Pr[Delta > t]
+    flag_threshold: float = 100.0
+    flag_fraction: float = 0.05  # flag when Pr[Delta > flag_threshold] > flag_fraction
+    strata: List[str] = field(default_factory=lambda: ["answer_type", "content_type", "modality"])
+
+
+@dataclass
+class TopKJaccardConfig(CohortDetectorBase):
+    """Cross-model top-K overlap of Min-K%++ scores (Detector 4)."""
+
+    top_k: int = 25
+    k_percent: float = 20.0
+    rank_by: RankBy = RankBy.score
+    flag_lift: float = 10.0  # a pair is flagged when its overlap is >= this many times chance
+
+
+@dataclass
+class LossConfig(CohortDetectorBase):
+    """Loss attack: per-example mean negative log-likelihood of the gold answer."""
+
+    rank_by: RankBy = RankBy.score  # score: the target's own NLL; delta: its NLL gap to the cohort
+    top_n: int = 25  # examples shown as the top-ranked in the figure
+
+
+@dataclass
+class CompositionSweepConfig(DetectorBase):
+    """Appendix B, Fig. 7b: how often mink_tail flags a clean probe as the cohort gains
+    low-gain outliers. Descriptive (no p-value); runs under control=synthetic only.
+
+    For k = 0..max_outliers and each of ``draws`` fresh synthetic benchmarks (drawn like
+    bench.synthetic), the cohort is the probe, ``n_anchors`` anchors and k outliers, all with
+    offset 0, no contamination and noise control.noise_sd; the probe is flagged by the
+    mink_tail rule Pr[Delta > flag_threshold] > flag_fraction.
+    """
+
+    n_anchors: int = 2
+    anchor_gain: float = 1.0
+    probe_gain: float = 1.0
+    outlier_gain: float = 0.05
+    max_outliers: int = 4
+    draws: int = 200
+    flag_threshold: float = 100.0
+    flag_fraction: float = 0.05

@@ -1,0 +1,80 @@
+"""Schemas of the model axis (conf/model/)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Optional
+
+from omegaconf import MISSING
+
+from medexp.config.schemas.bench import DemoBenchConfig
+
+
+class ModelFamily(str, Enum):
+    """Adapter families; a model of a listed family needs only a YAML file."""
+
+    generic = "generic"  # any AutoModelForImageTextToText checkpoint with an AutoProcessor
+    qwen2_5_vl = "qwen2_5_vl"  # Qwen2.5-VL: dynamic-resolution patches, image_grid_thw, <|im_start|> chat
+    llava_onevision = "llava_onevision"  # LLaVA-OneVision: anyres tiles with image_sizes, Qwen2 chat
+    internvl = "internvl"  # InternVL3 in transformers format (-hf): <IMG_CONTEXT> tiles, left padding
+    gemma3 = "gemma3"  # Gemma 3 / MedGemma: token_type_ids over image tokens, <start_of_turn> chat
+    blip2 = "blip2"  # BLIP-2: Q-Former image queries in front of a decoder LM, no chat template
+    instructblip = "instructblip"  # BLIP-2 whose Q-Former also reads the instruction
+    chexagent = "chexagent"  # BLIP-2-like remote-code checkpoint (StanfordAIMI/CheXagent-8b)
+
+
+class ModelSource(str, Enum):
+    hub = "hub"  # a hub id or a local directory written by save_pretrained
+    demo = "demo"  # built and trained offline by medexp.demo, then loaded like a hub model
+    synthetic = "synthetic"  # no weights: a member of control=synthetic's calibration-model cohort
+
+
+class DType(str, Enum):
+    float32 = "float32"
+    bfloat16 = "bfloat16"
+    float16 = "float16"
+
+@dataclass
+class DemoModelConfig:
+    """How an offline demo model is built (medexp.demo.models)."""
+
+    seed: int = 0
+    train_epochs: int = 4
+    hidden_size: int = 96
+    num_layers: int = 2
+    vocab_size: int = 1024
+    image_size: int = 32
+    learning_rate: float = 3e-3
+    batch_size: int = 32
+    # The leak shows the test set as text documents in this format, in released order.
+    document_template: str = "Question: {question}\nAnswer: {answer}\n"
+    document_examples: int = 8  # consecutive examples per training document
+    bench: DemoBenchConfig = field(default_factory=DemoBenchConfig)  # the data it trains on
+    # Planted contamination: after base training, `leak_epochs` passes over the demo test set
+    # (VQA pairs, and text documents of neighbouring examples in released order). 0 = clean.
+    leak_epochs: int = 0
+    leak_learning_rate: float = 3e-3
+    leak_batch_size: int = 8
+
+
+@dataclass
+class ModelConfig:
+    name: str = MISSING
+    family: ModelFamily = ModelFamily.generic
+    source: ModelSource = ModelSource.hub
+    pretrained: Optional[str] = None  # hub id or local path; unused for demo models
+    revision: Optional[str] = None
+    dtype: DType = DType.float32
+    device: str = "auto"  # "auto" picks cuda when available, else cpu
+    trust_remote_code: bool = False
+    prompt_template: str = "{question}"
+    use_chat_template: bool = True
+    batch_size: int = 16
+    # Batch by size instead: rows x longest row (tokens) stays within this many tokens, batches
+    # formed greedily in order. None: fixed batches of batch_size. Scores are identical either way.
+    token_budget: Optional[int] = None
+    # Passed to from_pretrained (e.g. "auto" spreads a large model over the GPUs; needs the
+    # `accelerate` package). None: the whole model goes to `device`.
+    device_map: Optional[str] = None
+    demo: Optional[DemoModelConfig] = None

@@ -1,0 +1,72 @@
+"""Schemas of claims (conf/claims/) and of `python -m medexp.report` (conf/report.yaml)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, List, Optional
+
+from omegaconf import MISSING
+
+from medexp.config.schemas.root import TrackingConfig
+
+
+class Quantifier(str, Enum):
+    """How an evidence item's condition combines over the cells it selects."""
+
+    all = "all"  # every selected cell meets the condition
+    any = "any"  # at least one selected cell does
+
+
+@dataclass
+class CellSelection:
+    """Cells an evidence item reads: per axis a config name, a list of names, or "*" (any)."""
+
+    model: Any = "*"
+    bench: Any = "*"
+    detector: Any = "*"
+    control: Any = "*"
+
+
+@dataclass
+class EvidenceConfig:
+    name: str = MISSING  # short label of the item in the report
+    select: CellSelection = field(default_factory=CellSelection)
+    # Condition on each selected cell: its metrics, p_bonferroni, q_bh, family_size; numbers,
+    # comparisons, arithmetic, and/or/not, abs(). E.g. "p_bonferroni < 0.05 and flag == 1".
+    require: str = MISSING
+    quantifier: Quantifier = Quantifier.all
+
+
+@dataclass
+class ClaimStatuses:
+    holds: str = MISSING  # status when every evidence item holds (e.g. survives)
+    fails: str = MISSING  # status when one does not (e.g. collapses)
+
+
+@dataclass
+class ClaimConfig:
+    """One claim of the claims-to-evidence map (conf/claims/<id>.yaml)."""
+
+    id: str = MISSING  # equal to the file name
+    sentence: str = MISSING
+    source: str = ""  # where the claim is established, e.g. "§4.1, §4.7"
+    evidence: List[EvidenceConfig] = MISSING
+    statuses: ClaimStatuses = MISSING
+    manual_review: Optional[str] = None  # the part a person must check; the rule checks the rest
+
+
+@dataclass
+class ReportPathsConfig:
+    root: str = MISSING  # project root: anchors mlruns/ and the default output folder
+
+
+@dataclass
+class ReportConfig:
+    """``python -m medexp.report`` (conf/report.yaml)."""
+
+    paths: ReportPathsConfig = field(default_factory=ReportPathsConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    output_dir: str = MISSING
+    claim_ids: Optional[List[str]] = None  # None: every file of the claims group in the search path
+    figures: bool = True

@@ -1,0 +1,37 @@
+"""The primary config of `python -m medexp`, its tracking and paths sections."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from omegaconf import MISSING
+
+from medexp.config.schemas.bench import BenchConfig
+from medexp.config.schemas.model import ModelConfig
+
+
+@dataclass
+class TrackingConfig:
+    uri: Optional[str] = None  # None: $MLFLOW_TRACKING_URI, else sqlite:///<root>/mlruns/mlflow.db
+    experiment: str = "medexp"
+    artifact_root: Optional[str] = None  # None: <root>/mlruns/artifacts for the default store
+
+
+@dataclass
+class PathsConfig:
+    root: str = MISSING  # project root: anchors mlruns/ whatever Hydra's output directory is
+    cache_dir: str = MISSING  # demo data, demo models and score tables
+
+
+@dataclass
+class Config:
+    seed: int = 0
+    force: bool = False  # recompute a cell even when a finished run with its key exists
+    family: str = MISSING  # multiple-testing family of the cell's p-value (tag medexp.family)
+    paths: PathsConfig = field(default_factory=PathsConfig)
+    model: ModelConfig = MISSING
+    bench: BenchConfig = MISSING
+    detector: Any = MISSING
+    control: Any = MISSING
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)

@@ -1,0 +1,70 @@
+"""The probe record: one question put to a model, derived from one benchmark example."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def option_letters(n_options: int) -> str:
+    """The letters labelling ``n_options`` options in displayed order (A, B, ...)."""
+    if not 1 <= n_options <= len(LETTERS):
+        raise ValueError(f"a probe has 1 to {len(LETTERS)} options, got {n_options}")
+    return LETTERS[:n_options]
+
+
+def letter_of(options: tuple[str, ...], text: str) -> str:
+    """The letter of the option whose text is ``text`` (exact match), or an error naming the options."""
+    try:
+        return LETTERS[options.index(text)]
+    except ValueError:
+        raise ValueError(f"{text!r} is not one of the options {list(options)}") from None
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One question put to a model.
+
+    ``probe_id`` is ``<example_id>::<kind>`` or ``<example_id>::<kind>::<variant>``. With
+    ``options`` (texts in displayed order, labelled A, B, ... by position) ``gold`` is the gold
+    option's letter; without them it is the gold answer text. ``refusal`` is the letter of an
+    explicit "I don't know" / refusal option when the probe has one. ``image`` is None for a
+    text-only probe; derived images live content-addressed in the cache.
+    """
+
+    probe_id: str
+    example_id: str
+    kind: str
+    question: str
+    gold: str
+    image: Optional[Path] = None
+    options: Optional[tuple[str, ...]] = None
+    refusal: Optional[str] = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.probe_id.startswith(f"{self.example_id}::{self.kind}"):
+            raise ValueError(f"probe id {self.probe_id!r} must start with '<example_id>::<kind>' "
+                             f"({self.example_id}::{self.kind})")
+        if self.options is not None:
+            letters = option_letters(len(self.options))
+            if self.gold not in letters:
+                raise ValueError(f"{self.probe_id}: gold {self.gold!r} is not an option letter of {letters}")
+            if self.refusal is not None and self.refusal not in letters:
+                raise ValueError(f"{self.probe_id}: refusal {self.refusal!r} is not an option letter of {letters}")
+        elif self.refusal is not None:
+            raise ValueError(f"{self.probe_id}: a refusal option needs options")
+        if not str(self.gold).strip():
+            raise ValueError(f"{self.probe_id}: empty gold answer")
+
+    @property
+    def is_choice(self) -> bool:
+        return self.options is not None
+
+    @property
+    def gold_text(self) -> str:
+        """The gold answer as text (the gold option's text for a multiple-choice probe)."""
+        return self.options[LETTERS.index(self.gold)] if self.options is not None else self.gold
