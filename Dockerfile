@@ -11,6 +11,7 @@ RUN apt-get update \
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY medexp ./medexp
+COPY hydra_plugins ./hydra_plugins
 COPY conf ./conf
 RUN python3 -m venv /opt/venv \
  && /opt/venv/bin/pip install --upgrade pip \

@@ -1,58 +1,181 @@
-"""Content-addressed cache entries computed in resumable shards (score tables, embeddings).
+"""Content-addressed cache entries computed in resumable, verified shards (score tables,
+embeddings, response tables).
 
-An entry is a directory named by a hash of its key. ``key.json`` records the key; shards of
-consecutive items are written atomically, so an interrupted run resumes at the first shard that
-is missing; the entry counts as complete only once ``complete.json`` exists (written last).
+An entry is a directory named by a hash of its key; ``key.json`` records the key. Items (examples,
+images, probes) are cut into shards of consecutive items; each shard file is written atomically
+and followed by a sidecar ``<shard>.json`` holding its row count, the SHA-256 of its bytes and the
+hash of the ordered ids of its items. Once every shard exists, ``complete.json`` records the row
+count, the hash of all ordered ids and every shard's sidecar.
+
+Nothing is trusted without checking: a complete entry is read only when every shard's bytes,
+row count and ids match the marker and the ids the caller needs; a shard is reused on resume only
+when it matches its sidecar. Anything else (a missing, truncated, reordered or unreadable shard,
+a marker for other ids) is logged with the entry's path and recomputed; the reader's own error
+(pyarrow, numpy) never reaches the user. Building an entry holds a file lock (``filelock``), so
+concurrent processes compute it once: the second waits, then reads what the first wrote.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
-from medexp.atomic import atomic_write_bytes
+from medexp.atomic import atomic_path, atomic_write_bytes
+from medexp.benchmarks.digests import file_sha256
+from medexp.hashing import stable_hash
 
 log = logging.getLogger(__name__)
 
 MARKER = "complete.json"
+FORMAT = 2  # bump when the entry layout changes; older entries are then rebuilt
 Shard = TypeVar("Shard")
 
 
-def is_complete(entry: Path) -> bool:
-    return (entry / MARKER).is_file()
+class InvalidShard(Exception):
+    """A shard file that exists but does not hold what its entry needs."""
 
 
-def mark_complete(entry: Path, summary: dict[str, Any]) -> None:
-    atomic_write_bytes(entry / MARKER, json.dumps(summary).encode())
+def ids_hash(ids: Sequence[str]) -> str:
+    """The hash of an ordered list of item ids (recorded per shard and per entry)."""
+    digest = hashlib.sha256()
+    for item in ids:
+        digest.update(str(item).encode("utf-8"))
+        digest.update(b"\0")
+    return digest.hexdigest()
 
 
-def fill_shards(
-    entry: Path,
-    key: Any,
-    n_items: int,
-    shard_size: int,
-    shard_name: Callable[[int, int], str],
-    ensure: Callable[[int, int, Path], Shard],
-    desc: str,
-    unit: str = "item",
-) -> list[Shard]:
-    """Record ``key`` in ``entry`` and call ``ensure(start, stop, path)`` for each shard in order.
+class ShardedEntry(Generic[Shard]):
+    """One cache entry: ``key`` -> the shards of ``item_ids``, in order.
 
-    ``ensure`` reuses the shard file at ``path`` when it is valid, else computes and writes it
-    atomically; its return values are collected. The caller marks the entry complete.
+    ``compute(start, stop, path)`` writes the shard of items ``[start, stop)`` to ``path`` (a
+    temporary name, renamed into place afterwards); ``read(path, ids)`` returns a shard's content
+    and raises when it does not hold exactly ``ids``. ``suffix`` is the shard file extension.
     """
-    from tqdm.auto import tqdm
 
-    entry.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(entry / "key.json", json.dumps(key, sort_keys=True, default=str, indent=1).encode())
-    log.info("%s: %d %ss, cached (resumable) in %s", desc, n_items, unit, entry)
-    shards = []
-    with tqdm(total=n_items, desc=desc, unit=unit, disable=None) as progress:
-        for start in range(0, n_items, shard_size):
-            stop = min(start + shard_size, n_items)
-            shards.append(ensure(start, stop, entry / shard_name(start, stop)))
-            progress.update(stop - start)
-    return shards
+    def __init__(self, root: str | Path, key: Any, item_ids: Sequence[str], shard_size: int, suffix: str):
+        if shard_size < 1:
+            raise ValueError(f"shard_size must be >= 1, got {shard_size}")
+        if not item_ids:
+            raise ValueError("a cache entry needs at least one item")
+        self.key = key
+        self.path = Path(root) / stable_hash(key, length=24)
+        self.ids = [str(item) for item in item_ids]
+        self.shard_size = shard_size
+        self.suffix = suffix
+
+    @property
+    def ranges(self) -> list[tuple[int, int]]:
+        n = len(self.ids)
+        return [(start, min(start + self.shard_size, n)) for start in range(0, n, self.shard_size)]
+
+    def shard_file(self, start: int, stop: int) -> Path:
+        return self.path / f"shard-{start:09d}-{stop:09d}{self.suffix}"
+
+    def load(
+        self,
+        compute: Callable[[int, int, Path], None],
+        read: Callable[[Path, list[str]], Shard],
+        desc: str,
+        unit: str = "item",
+    ) -> list[Shard]:
+        """The entry's shards, read from a verified complete entry or computed (the missing or
+        invalid ones only) under the entry's file lock."""
+        from filelock import FileLock
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.path) + ".lock"):
+            shards = self._read_complete(read)
+            if shards is not None:
+                return shards
+            return self._fill(compute, read, desc, unit)
+
+    # ------------------------------------------------------------------ reading
+    def _read_complete(self, read: Callable[[Path, list[str]], Shard]) -> list[Shard] | None:
+        marker = self.path / MARKER
+        if not marker.is_file():
+            return None
+        try:
+            summary = json.loads(marker.read_text(encoding="utf-8"))
+            problem = self._marker_problem(summary)
+            if problem is None:
+                return [
+                    self._verified(self.shard_file(start, stop), recorded, start, stop, read)
+                    for (start, stop), recorded in zip(self.ranges, summary["shards"])
+                ]
+        except (InvalidShard, OSError, ValueError, KeyError, TypeError) as error:
+            problem = str(error)
+        log.warning("cache entry %s is invalid (%s): recomputing it", self.path, problem)
+        marker.unlink(missing_ok=True)
+        return None
+
+    def _marker_problem(self, summary: dict) -> str | None:
+        if summary.get("format") != FORMAT:
+            return f"entry format {summary.get('format')!r}, expected {FORMAT}"
+        if summary.get("rows") != len(self.ids):
+            return f"it records {summary.get('rows')} rows, the cell needs {len(self.ids)}"
+        if summary.get("ids_sha256") != ids_hash(self.ids):
+            return "it was computed for other items or another order"
+        if len(summary.get("shards", [])) != len(self.ranges):
+            return f"it records {len(summary.get('shards', []))} shards, expected {len(self.ranges)}"
+        return None
+
+    def _verified(self, path: Path, recorded: dict, start: int, stop: int, read) -> Shard:
+        """The shard at ``path`` if it matches ``recorded`` and holds ``ids[start:stop]``."""
+        expected = {"rows": stop - start, "ids_sha256": ids_hash(self.ids[start:stop])}
+        if not path.is_file():
+            raise InvalidShard(f"shard {path.name} is missing")
+        for field, value in expected.items():
+            if recorded.get(field) != value:
+                raise InvalidShard(f"shard {path.name}: recorded {field} does not match the items")
+        if file_sha256(path) != recorded.get("sha256"):
+            raise InvalidShard(f"shard {path.name}: its bytes changed since it was written")
+        try:
+            return read(path, self.ids[start:stop])
+        except Exception as error:  # a reader's own error (pyarrow, numpy) must not escape
+            raise InvalidShard(f"shard {path.name} cannot be read: {type(error).__name__}: {error}") from error
+
+    # ------------------------------------------------------------------ writing
+    def _fill(self, compute, read, desc: str, unit: str) -> list[Shard]:
+        from tqdm.auto import tqdm
+
+        self.path.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(self.path / "key.json", json.dumps(self.key, sort_keys=True, default=str, indent=1).encode())
+        log.info("%s: %d %ss, cached (resumable) in %s", desc, len(self.ids), unit, self.path)
+        shards, records = [], []
+        with tqdm(total=len(self.ids), desc=desc, unit=unit, disable=None) as progress:
+            for start, stop in self.ranges:
+                path = self.shard_file(start, stop)
+                shard, record = self._resumed(path, start, stop, read)
+                if shard is None:
+                    with atomic_path(path) as tmp:
+                        compute(start, stop, tmp)
+                    record = {"file": path.name, "rows": stop - start, "sha256": file_sha256(path),
+                              "ids_sha256": ids_hash(self.ids[start:stop])}
+                    atomic_write_bytes(_sidecar(path), json.dumps(record).encode())
+                    shard = self._verified(path, record, start, stop, read)
+                shards.append(shard)
+                records.append(record)
+                progress.update(stop - start)
+        summary = {"format": FORMAT, "rows": len(self.ids), "ids_sha256": ids_hash(self.ids), "shards": records}
+        atomic_write_bytes(self.path / MARKER, json.dumps(summary, indent=1).encode())
+        return shards
+
+    def _resumed(self, path: Path, start: int, stop: int, read) -> tuple[Shard | None, dict | None]:
+        """A shard left by an interrupted run, if it and its sidecar check out."""
+        sidecar = _sidecar(path)
+        if not path.is_file() or not sidecar.is_file():
+            return None, None
+        try:
+            record = json.loads(sidecar.read_text(encoding="utf-8"))
+            return self._verified(path, record, start, stop, read), record
+        except (InvalidShard, OSError, ValueError) as error:
+            log.warning("cache entry %s: %s; recomputing that shard", self.path, error)
+            return None, None
+
+
+def _sidecar(path: Path) -> Path:
+    return path.with_name(path.name + ".json")

@@ -81,11 +81,28 @@ class MedexpGridSweeper(BasicSweeper):
     def split_arguments(self, overrides: list[Override], max_batch_size: int | None) -> list[list[list[str]]]:
         """Jobs in batches: the basic sweeper's product, or the grid's union merged with ``overrides``."""
         if self.grid is None:
-            return BasicSweeper.split_arguments(overrides, max_batch_size)
-        loader = self.hydra_context.config_loader if self.hydra_context is not None else None
-        jobs = expand_grid(self.grid, overrides, OverridesParser.create(config_loader=loader))
-        log.info("medexp_grid: %d blocks give %d distinct jobs", len(self.grid), len(jobs))
-        return list(self.split_overrides_to_chunks(jobs, max_batch_size))
+            batches = BasicSweeper.split_arguments(overrides, max_batch_size)
+        else:
+            loader = self.hydra_context.config_loader if self.hydra_context is not None else None
+            jobs = expand_grid(self.grid, overrides, OverridesParser.create(config_loader=loader))
+            log.info("medexp_grid: %d blocks give %d distinct jobs", len(self.grid), len(jobs))
+            batches = list(self.split_overrides_to_chunks(jobs, max_batch_size))
+        self._check_values([job for batch in batches for job in batch])
+        return batches
+
+    def _check_values(self, jobs: Sequence[Sequence[str]]) -> None:
+        """Compose every job and check its values before any job runs: a bad value in one cell
+        stops the sweep with the cell named, instead of failing that cell after the others ran."""
+        from medexp.config.ranges import ConfigRangeError, validate
+
+        if self.hydra_context is None or self.config is None:
+            return
+        for job in jobs:
+            cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(job))
+            try:
+                validate(cfg)
+            except ConfigRangeError as error:
+                raise GridError(f"job {' '.join(job)}: {error}") from error
 
     def get_job_batch(self) -> Sequence[Sequence[str]]:
         """The next batch, added to the sweep dir's job list before the launcher gets it."""

@@ -35,20 +35,19 @@ _FORMAT_FIELDS = {
     "demo_corpus": ("demo_corpus",),
     "synthetic": ("synthetic",),
 }
-_POSITIVE_FIELDS = ("max_examples", "expected_examples", "subsample_n")
 
 
 def check_bench_config(bench_cfg) -> str:
     """Reject settings the config's format does not use or cannot honour; return the format name."""
     from medexp.config.schemas import BenchFormat
 
+    from medexp.config.ranges import validate
+
+    validate(bench_cfg, "bench")
     fmt = BenchFormat(bench_cfg.format).value
     for key, formats in _FORMAT_FIELDS.items():
         if bench_cfg.get(key) is not None and fmt not in formats:
             raise ValueError(f"bench={bench_cfg.name}: bench.{key} is only read by format(s) {list(formats)}, not {fmt}")
-    for key in _POSITIVE_FIELDS:
-        if bench_cfg.get(key) is not None and bench_cfg[key] < 1:
-            raise ValueError(f"bench={bench_cfg.name}: bench.{key} must be at least 1, got {bench_cfg[key]}")
     if bench_cfg.get("subsample_n") is not None and bench_cfg.get("max_examples") is not None:
         raise ValueError(f"bench={bench_cfg.name}: set bench.subsample_n or bench.max_examples, not both")
     return fmt

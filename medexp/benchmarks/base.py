@@ -40,9 +40,11 @@ class Benchmark:
     def __post_init__(self) -> None:
         if not self.examples:
             raise ValueError(f"benchmark {self.name!r} has no examples (skipped: {len(self.skipped)})")
-        ids = [ex.example_id for ex in self.examples]
-        if len(set(ids)) != len(ids):
-            raise ValueError(f"benchmark {self.name!r} has duplicate example ids")
+        seen: set[str] = set()
+        for example in self.examples:
+            if example.example_id in seen:
+                raise ValueError(f"benchmark {self.name!r} has a duplicate example id {example.example_id!r}")
+            seen.add(example.example_id)
 
     def __len__(self) -> int:
         return len(self.examples)

@@ -24,7 +24,7 @@ from typing import Any, Callable, Collection, Iterator, Optional
 
 from medexp.benchmarks.base import Benchmark
 from medexp.benchmarks.images import MISSING_IMAGE, image_store, store_image_bytes
-from medexp.benchmarks.records import SourceRow, assemble
+from medexp.benchmarks.records import SourceRow, assemble, required_text
 
 IMAGE_COLUMN = "image"
 _VQA_COLUMNS = ("question", "answer", IMAGE_COLUMN)
@@ -154,8 +154,8 @@ def _vqa_rows(shards: list[ParquetShard], root: Path, cache_dir: Path) -> Iterat
     for index, row in read_rows(shards):
         yield SourceRow(
             source_id=index,
-            question=str(row["question"]),
-            answer=str(row["answer"]),
+            question=required_text(row, "question", f"row {index}"),
+            answer=required_text(row, "answer", f"row {index}"),
             meta=scalar_meta(row, _VQA_COLUMNS),
             **image_fields(row[IMAGE_COLUMN], root, cache_dir, f"row {index}"),
         )
@@ -169,4 +169,4 @@ def load(bench_cfg, cache_dir: Path) -> Benchmark:
     shards = local_shards(root, bench_cfg.split)
     require_columns(shards[0], _VQA_COLUMNS)
     rows = _vqa_rows(shards, root, Path(cache_dir))
-    return assemble(bench_cfg.name, bench_cfg.split, rows, bench_cfg.max_examples)
+    return assemble(bench_cfg.name, bench_cfg.split, rows, bench_cfg.max_examples, root, bench_cfg.allow_outside_root)

@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Iterator
 
 from medexp.benchmarks.base import Benchmark
-from medexp.benchmarks.records import SourceRow, assemble, jsonl_records, require_fields, split_file
+from medexp.benchmarks.records import SourceRow, assemble, json_repr, jsonl_records, required_text, split_file
 
-_REQUIRED = ("id", "question", "answer")
 _RESERVED = ("id", "question", "answer", "image", "options")
 
 
@@ -20,7 +19,8 @@ def load(bench_cfg, cache_dir: Path) -> Benchmark:
     """Load a ``format: local`` benchmark from ``bench.root``."""
     if not bench_cfg.root:
         raise ValueError(f"bench={bench_cfg.name}: set bench.root=/path/to/{bench_cfg.name} (format local)")
-    return load_local(bench_cfg.name, Path(bench_cfg.root).expanduser(), bench_cfg.split, bench_cfg.max_examples)
+    return load_local(bench_cfg.name, Path(bench_cfg.root).expanduser(), bench_cfg.split, bench_cfg.max_examples,
+                      bench_cfg.allow_outside_root)
 
 
 def load_demo(bench_cfg, cache_dir: Path) -> Benchmark:
@@ -31,20 +31,26 @@ def load_demo(bench_cfg, cache_dir: Path) -> Benchmark:
     return load_local(bench_cfg.name, root, bench_cfg.split, bench_cfg.max_examples)
 
 
-def load_local(name: str, root: Path, split: str, max_examples: int | None = None) -> Benchmark:
+def load_local(
+    name: str, root: Path, split: str, max_examples: int | None = None, allow_outside_root: bool = False
+) -> Benchmark:
     """Read ``<root>/<split>.jsonl`` in file order (at most ``max_examples`` rows)."""
     path = split_file(name, root, f"{split}.jsonl")
-    return assemble(name, split, _rows(path, Path(root)), max_examples)
+    return assemble(name, split, _rows(path, Path(root)), max_examples, Path(root), allow_outside_root)
 
 
 def _rows(path: Path, root: Path) -> Iterator[SourceRow]:
     for where, record in jsonl_records(path):
-        require_fields(record, _REQUIRED, where)
+        image = record.get("image")
+        options = record.get("options")
+        if options is not None and (not isinstance(options, list) or not options):
+            raise ValueError(f"{where}: field 'options' must be a non-empty list, got {json_repr(options)}")
         yield SourceRow(
-            source_id=record["id"],
-            question=str(record["question"]),
-            answer=str(record["answer"]),
-            image=root / record["image"] if record.get("image") else None,
-            options=tuple(record["options"]) if record.get("options") else None,
+            source_id=required_text(record, "id", where),
+            question=required_text(record, "question", where),
+            answer=required_text(record, "answer", where),
+            image=root / str(image) if image else None,
+            options=tuple(str(option) for option in options) if options else None,
             meta={key: value for key, value in record.items() if key not in _RESERVED},
+            where=where,
         )

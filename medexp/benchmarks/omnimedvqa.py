@@ -25,7 +25,7 @@ from typing import Any, Iterator
 
 from medexp.benchmarks.base import Benchmark
 from medexp.benchmarks.hf_parquet import IMAGE_COLUMN, image_fields, local_shards, read_rows, scalar_meta, split_patterns
-from medexp.benchmarks.records import SourceRow, assemble, require_fields
+from medexp.benchmarks.records import SourceRow, assemble, require_fields, required_text
 
 QA_DIR = Path("QA_information") / "Open-access"
 LETTERS = ("A", "B", "C", "D")
@@ -42,7 +42,8 @@ def load(bench_cfg, cache_dir: Path) -> Benchmark:
 
     patterns = [f"{QA_DIR.as_posix()}/*.json", "Images/*", *split_patterns(bench_cfg.split)]
     root = dataset_root(bench_cfg, cache_dir, patterns)
-    return assemble(bench_cfg.name, bench_cfg.split, qa_rows(root, bench_cfg.split, Path(cache_dir)), bench_cfg.max_examples)
+    rows = qa_rows(root, bench_cfg.split, Path(cache_dir))
+    return assemble(bench_cfg.name, bench_cfg.split, rows, bench_cfg.max_examples, root, bench_cfg.allow_outside_root)
 
 
 def qa_rows(root: Path, split: str, cache_dir: Path) -> Iterator[SourceRow]:
@@ -71,16 +72,17 @@ def _parquet_image(record: dict, root: Path, cache_dir: Path, index: int) -> dic
 def _row(record: dict, where: str, image: dict[str, Any]) -> SourceRow:
     require_fields(record, _REQUIRED, where)
     options = {letter: str(record[key]) for letter, key in zip(LETTERS, _OPTION_KEYS) if record.get(key) is not None}
-    answer, letter = gold_answer(str(record["gt_answer"]), options)
+    answer, letter = gold_answer(required_text(record, "gt_answer", where), options)
     if options and letter is None:
         problem = f"{UNMATCHED_ANSWER}: {where}: gt_answer {record['gt_answer']!r} is not among the options"
         image = {**image, "problem": problem}
     return SourceRow(
         source_id=record["question_id"],
-        question=str(record["question"]),
+        question=required_text(record, "question", where),
         answer=answer,
         options=tuple(options.values()) or None,
         meta={**scalar_meta(record, _TEXT_KEYS), "answer_letter": letter},
+        where=where,
         **image,
     )
 

@@ -14,7 +14,7 @@ from typing import Iterator
 
 from medexp.benchmarks.base import Benchmark
 from medexp.benchmarks.images import image_folder
-from medexp.benchmarks.records import SourceRow, assemble, jsonl_records, require_fields, split_file
+from medexp.benchmarks.records import SourceRow, assemble, jsonl_records, require_fields, required_text, split_file
 
 DEFAULT_IMAGE_DIR = "images"
 _REQUIRED = ("image", "caption")
@@ -28,7 +28,8 @@ def load(bench_cfg, cache_dir: Path) -> Benchmark:
     root = dataset_root(bench_cfg, cache_dir, [f"{bench_cfg.split}.jsonl", f"{image_dir}.zip"])
     path = split_file(bench_cfg.name, root, f"{bench_cfg.split}.jsonl")
     images = image_folder(root, image_dir, Path(cache_dir))
-    return assemble(bench_cfg.name, bench_cfg.split, _rows(path, images), bench_cfg.max_examples)
+    return assemble(bench_cfg.name, bench_cfg.split, _rows(path, images), bench_cfg.max_examples, images,
+                    bench_cfg.allow_outside_root)
 
 
 def _rows(path: Path, images: Path) -> Iterator[SourceRow]:
@@ -37,7 +38,8 @@ def _rows(path: Path, images: Path) -> Iterator[SourceRow]:
         yield SourceRow(
             source_id=record["image"],
             question="",
-            answer=str(record["caption"]),
+            answer=required_text(record, "caption", where),
             image=images / record["image"],
             meta={key: value for key, value in record.items() if key not in _REQUIRED},
+            where=where,
         )

@@ -8,6 +8,7 @@ the example ids ``<benchmark>::<split>::<source id>`` and numbers the positions.
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
@@ -28,13 +29,23 @@ class SourceRow:
     meta: dict[str, Any] = field(default_factory=dict)
     problem: Optional[str] = None  # known unusable before any check ("<kind>: <detail>")
     image_checked: bool = False  # the image already decoded (it comes from the image store)
+    where: Optional[str] = None  # "<file>:<line>" or similar, for error messages
 
 
-def assemble(name: str, split: str, rows: Iterable[SourceRow], max_examples: int | None = None) -> Benchmark:
+def assemble(
+    name: str,
+    split: str,
+    rows: Iterable[SourceRow],
+    max_examples: int | None = None,
+    root: Path | None = None,
+    allow_outside_root: bool = False,
+) -> Benchmark:
     """Turn rows into a :class:`Benchmark`, reading at most ``max_examples`` rows.
 
     Skipped rows count toward the cap: it limits how much of the split is read, as in "the first
-    5,000 rows", whatever those rows hold.
+    5,000 rows", whatever those rows hold. With ``root``, every image file a row names must
+    resolve (symlinks included) inside it unless ``allow_outside_root``; images the loader took
+    from the content store (``image_checked``) are exempt.
     """
     from tqdm.auto import tqdm
 
@@ -43,8 +54,14 @@ def assemble(name: str, split: str, rows: Iterable[SourceRow], max_examples: int
     examples: list[Example] = []
     skipped: list[SkippedExample] = []
     problems: dict[Path, str | None] = {}  # each image is decoded once, however many questions share it
+    seen: dict[str, str | None] = {}  # example id -> where it was first read
     for row in tqdm(rows, desc=f"loading {name}/{split}", unit="row", total=max_examples, disable=None, leave=False):
         example_id = f"{name}::{split}::{row.source_id}"
+        if example_id in seen:
+            raise ValueError(f"{row.where or name}: duplicate id {row.source_id!r} (first read at {seen[example_id] or 'an earlier row'})")
+        seen[example_id] = row.where
+        if root is not None and not allow_outside_root and row.image is not None and not row.image_checked:
+            check_inside(root, row.image, row.where or example_id)
         problem = row.problem
         if problem is None and row.image is not None and not row.image_checked:
             if row.image not in problems:
@@ -74,14 +91,56 @@ def require_fields(record: dict, fields: Iterable[str], where: str) -> None:
         raise ValueError(f"{where}: missing field(s) {missing} (has {sorted(record)})")
 
 
-def jsonl_records(path: Path) -> Iterable[tuple[str, dict]]:
-    """``("<file>:<line>", record)`` for every non-blank line of a JSONL file, lazily."""
-    import json
+def required_text(record: dict, key: str, where: str) -> str:
+    """``record[key]`` as text; a missing, null or empty value (or a list/object) is an error
+    naming the position. Numbers are kept as their text (VQA-RAD has integer answers)."""
+    if key not in record:
+        raise ValueError(f"{where}: missing field {key!r} (has {sorted(record)})")
+    value = record[key]
+    if value is None or isinstance(value, (bool, list, dict)):
+        raise ValueError(f"{where}: field {key!r} is {json_repr(value)}, expected text")
+    text = str(value)
+    if not text.strip():
+        raise ValueError(f"{where}: field {key!r} is empty")
+    return text
 
-    with path.open(encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if line.strip():
-                yield f"{path}:{line_number}", json.loads(line)
+
+def json_repr(value: Any) -> str:
+    return json.dumps(value)
+
+
+def jsonl_records(path: Path) -> Iterable[tuple[str, dict]]:
+    """``("<file>:<line>", record)`` for every non-blank line of a JSONL file, lazily.
+
+    A line that is not UTF-8, not valid JSON or not a JSON object fails with its file and line.
+    """
+    with path.open("rb") as handle:
+        for line_number, raw in enumerate(handle, start=1):
+            where = f"{path}:{line_number}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(f"{where}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{where}: malformed JSON: {error.msg} (column {error.colno})") from None
+            if not isinstance(record, dict):
+                raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
+            yield where, record
+
+
+def check_inside(root: Path, image: Path, where: str) -> None:
+    """Refuse an image path that resolves (symlinks included) outside the benchmark ``root``,
+    such as ``../../etc/passwd`` or a symlink leaving the benchmark folder."""
+    resolved, base = Path(image).resolve(), Path(root).resolve()
+    if not resolved.is_relative_to(base):
+        raise ValueError(
+            f"{where}: image path {str(image)!r} resolves to {resolved}, outside the benchmark root {base} "
+            "(set bench.allow_outside_root=true if that is intended)"
+        )
 
 
 def split_file(name: str, root: Path, file_name: str) -> Path:

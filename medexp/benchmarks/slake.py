@@ -19,7 +19,7 @@ from typing import Iterator, Optional
 
 from medexp.benchmarks.base import Benchmark
 from medexp.benchmarks.images import image_folder
-from medexp.benchmarks.records import SourceRow, assemble, require_fields, split_file
+from medexp.benchmarks.records import SourceRow, assemble, require_fields, required_text, split_file
 
 DEFAULT_IMAGE_DIR = "imgs"
 META_FIELDS = ("answer_type", "content_type", "modality", "location", "base_type", "img_name", "q_lang")
@@ -34,7 +34,8 @@ def load(bench_cfg, cache_dir: Path) -> Benchmark:
     root = dataset_root(bench_cfg, cache_dir, [f"{bench_cfg.split}.json", f"{image_dir}.zip"])
     languages = list(bench_cfg.languages) if bench_cfg.languages is not None else None
     return load_slake(
-        bench_cfg.name, root, bench_cfg.split, Path(cache_dir), languages, image_dir, bench_cfg.max_examples
+        bench_cfg.name, root, bench_cfg.split, Path(cache_dir), languages, image_dir, bench_cfg.max_examples,
+        bench_cfg.allow_outside_root,
     )
 
 
@@ -46,6 +47,7 @@ def load_slake(
     languages: Optional[list[str]] = None,
     image_dir: str = DEFAULT_IMAGE_DIR,
     max_examples: int | None = None,
+    allow_outside_root: bool = False,
 ) -> Benchmark:
     """Read ``<root>/<split>.json`` in file order, keeping the questions in ``languages``."""
     path = split_file(name, root, f"{split}.json")
@@ -53,18 +55,21 @@ def load_slake(
     if not isinstance(records, list):
         raise ValueError(f"{path}: expected a JSON list of question records, got {type(records).__name__}")
     images = image_folder(Path(root), image_dir, cache_dir)
-    return assemble(name, split, _rows(records, path, images, languages), max_examples)
+    rows = _rows(records, path, images, languages)
+    return assemble(name, split, rows, max_examples, images, allow_outside_root)
 
 
 def _rows(records: list, path: Path, images: Path, languages: Optional[list[str]]) -> Iterator[SourceRow]:
     for index, record in enumerate(records):
-        require_fields(record, _REQUIRED, f"{path}[{index}]")
+        where = f"{path}[{index}]"
+        require_fields(record, _REQUIRED, where)
         if languages is not None and record["q_lang"] not in languages:
             continue
         yield SourceRow(
             source_id=record["qid"],
-            question=str(record["question"]),
-            answer=str(record["answer"]),
+            question=required_text(record, "question", where),
+            answer=required_text(record, "answer", where),
             image=images / record["img_name"],
             meta={key: record[key] for key in META_FIELDS},
+            where=where,
         )

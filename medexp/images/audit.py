@@ -38,11 +38,14 @@ def load_corpus(corpus_cfg, cache_dir: Path) -> Benchmark:
     return load_benchmark_from_config(source, cache_dir)
 
 
-def image_nn_audit(examples: Sequence[Example], detector_cfg, cache_dir: str | Path, seed: int) -> DetectorResult:
+def image_nn_audit(
+    examples: Sequence[Example], detector_cfg, cache_dir: str | Path, seed: int, corpus: Benchmark | None = None
+) -> DetectorResult:
     """Run Detector 1 for ``examples`` against ``detector_cfg.corpus`` (see the module docstring).
 
     ``seed`` drives the calibration sample, IVF training and the recall sample; the evaluator
     derives it from the corpus and backbone, so every benchmark is judged at the same tau.
+    ``corpus``: the loaded reference corpus (loaded here from ``detector_cfg.corpus`` when None).
     """
     from medexp.config.schemas import IndexKind
     from medexp.detectors.image_nn import image_nn_detector
@@ -54,7 +57,7 @@ def image_nn_audit(examples: Sequence[Example], detector_cfg, cache_dir: str | P
     with_image = [example for example in examples if example.image is not None]
     if not with_image:
         raise ValueError(f"image_nn: none of the {len(examples)} benchmark examples has an image")
-    corpus = load_corpus(detector_cfg.corpus, cache_dir)
+    corpus = corpus if corpus is not None else load_corpus(detector_cfg.corpus, cache_dir)
     corpus_rows = [example for example in corpus.examples if example.image is not None]
     if len(corpus_rows) < 2:
         raise ValueError(f"corpus={detector_cfg.corpus.name}: needs at least two images, has {len(corpus_rows)}")

@@ -1,26 +1,22 @@
 """Embeddings of an ordered image list, stored as float16 shards in a content-addressed cache.
 
-The cache key is the embedder's own key plus a fingerprint of the image list (paths, sizes and
-modification times), so a changed file or a different backbone never reuses stale vectors.
-Shards of ``shard_size`` consecutive images are written atomically; an interrupted run resumes
-at the first missing shard, and an entry counts as complete only once ``complete.json`` exists.
+The cache key is the embedder's own key plus the images' ids and byte digests, so a replaced
+file or a different backbone never reuses stale vectors. Shards of ``shard_size`` consecutive
+images are written, verified and resumed by :mod:`medexp.shards`.
 Float16 halves the footprint (1.85M x 1152 floats = 4.3 GB), and shards are memory-mapped, so
 exact search streams a corpus larger than RAM block by block.
 """
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
 import numpy as np
 
-from medexp.atomic import atomic_write_bytes
 from medexp.hashing import stable_hash
 from medexp.images.embedders import Embedder
-from medexp.shards import fill_shards, is_complete, mark_complete
 
 _STORE_VERSION = 1
 
@@ -81,15 +77,6 @@ def normalise(vectors: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     return np.divide(vectors, np.where(norms > 0, norms, 1.0).astype(vectors.dtype), out=out)
 
 
-def image_list_fingerprint(paths: Sequence[Path]) -> str:
-    """A hash of the image list: order, paths, sizes and modification times."""
-    entries = []
-    for path in paths:
-        stat = Path(path).stat()
-        entries.append([str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns])
-    return stable_hash(entries, length=24)
-
-
 def embed_images(
     embedder: Embedder,
     ids: Sequence[str],
@@ -99,45 +86,38 @@ def embed_images(
     shard_size: int,
     desc: str = "embedding",
 ) -> EmbeddingSet:
-    """Embed ``paths`` (cached, resumable); return their vectors labelled with ``ids``."""
+    """Embed ``paths`` (cached, resumable, verified); return their vectors labelled with ``ids``.
+
+    The cache key holds the embedder and the images' contents (byte digests), never their paths.
+    """
+    from medexp.benchmarks.digests import DigestCache
+    from medexp.shards import InvalidShard, ShardedEntry
+
     if len(ids) != len(paths):
         raise ValueError(f"{len(ids)} ids for {len(paths)} images")
     if not paths:
         raise ValueError(f"{desc}: no images to embed")
     if batch_size < 1 or shard_size < 1:
         raise ValueError(f"batch_size and shard_size must be >= 1, got {batch_size}, {shard_size}")
-    key = {"version": _STORE_VERSION, "embedder": embedder.cache_key(), "images": image_list_fingerprint(paths)}
-    entry = Path(cache_dir) / "embeddings" / stable_hash(key, length=24)
+    digests = DigestCache(cache_dir).digests(paths)
+    key = {"version": _STORE_VERSION, "embedder": embedder.cache_key(), "images": stable_hash([list(ids), digests], 32)}
 
-    def shard_name(start: int, stop: int) -> str:
-        return f"shard-{start:09d}-{stop:09d}.npy"
-
-    def ensure(start: int, stop: int, path: Path) -> None:
-        if _valid_shard(path, stop - start, embedder.dim):
-            return
+    def compute(start: int, stop: int, path: Path) -> None:
         vectors = np.concatenate(
             [embedder.embed(paths[i : min(i + batch_size, stop)]) for i in range(start, stop, batch_size)]
         )
         _check_finite(vectors, ids[start:stop])
-        buffer = io.BytesIO()
-        np.save(buffer, vectors.astype(np.float16))
-        atomic_write_bytes(path, buffer.getvalue())
+        with open(path, "wb") as handle:
+            np.save(handle, vectors.astype(np.float16))
 
-    if not is_complete(entry):
-        fill_shards(entry, key, len(paths), shard_size, shard_name, ensure, desc, unit="image")
-        mark_complete(entry, {"n": len(paths), "dim": embedder.dim})
-    shard_paths = [entry / shard_name(start, min(start + shard_size, len(paths))) for start in range(0, len(paths), shard_size)]
-    return EmbeddingSet(list(ids), [np.load(path, mmap_mode="r") for path in shard_paths])
-
-
-def _valid_shard(path: Path, rows: int, dim: int) -> bool:
-    if not path.is_file():
-        return False
-    try:
+    def read(path: Path, shard_ids: list[str]) -> np.ndarray:
         shard = np.load(path, mmap_mode="r")
-    except (OSError, ValueError):
-        return False
-    return shard.shape == (rows, dim) and shard.dtype == np.float16
+        if shard.shape != (len(shard_ids), embedder.dim) or shard.dtype != np.float16:
+            raise InvalidShard(f"shape {shard.shape} {shard.dtype}, expected ({len(shard_ids)}, {embedder.dim}) float16")
+        return shard
+
+    entry = ShardedEntry(Path(cache_dir) / "embeddings", key, list(ids), shard_size, ".npy")
+    return EmbeddingSet(list(ids), entry.load(compute, read, desc, unit="image"))
 
 
 def _check_finite(vectors: np.ndarray, ids: Sequence[str]) -> None:

@@ -25,6 +25,35 @@ def model_location(model_cfg, cache_dir: str | Path) -> str:
     return str(model_cfg.pretrained)
 
 
+def checkpoint_fingerprint(location: str, cache_dir: str | Path) -> str | None:
+    """A hash of a local checkpoint directory's files (names and byte digests), or None for a hub id.
+
+    Part of every score-cache key, so re-trained or replaced weights in the same directory are
+    never scored from a stale cache entry. A hub id is identified by its id and ``revision``
+    only: pin the revision for a reproducible audit.
+    """
+    from medexp.benchmarks.digests import DigestCache
+    from medexp.hashing import stable_hash
+
+    directory = Path(location)
+    if not directory.is_dir():
+        return None
+    files = sorted(path for path in directory.rglob("*") if path.is_file())
+    digests = DigestCache(cache_dir).digests(files)
+    return stable_hash([[str(path.relative_to(directory)), digest] for path, digest in zip(files, digests)], length=32)
+
+
+def weights_fingerprint(model_cfg, cache_dir: str | Path) -> str | None:
+    """The fingerprint of a model's local weights (a demo model is built first if needed), or
+    None when there are none to read: a hub id, a calibration-model member, ``model=none``."""
+    from medexp.config.schemas import ModelSource
+
+    source = ModelSource(model_cfg.source)
+    if source is ModelSource.synthetic or (source is ModelSource.hub and not model_cfg.pretrained):
+        return None
+    return checkpoint_fingerprint(model_location(model_cfg, cache_dir), cache_dir)
+
+
 # Scorer class per adapter family, as "module:Class" so that only the chosen one is imported.
 ADAPTERS = {
     "generic": "medexp.models.hf:HFScorer",
@@ -52,4 +81,4 @@ def load_scorer(model_cfg, cache_dir: str | Path):
     return scorer_class(model_cfg.family)(model_cfg, model_location(model_cfg, cache_dir))
 
 
-__all__ = ["ADAPTERS", "load_scorer", "model_location", "scorer_class"]
+__all__ = ["ADAPTERS", "checkpoint_fingerprint", "weights_fingerprint", "load_scorer", "model_location", "scorer_class"]

@@ -5,12 +5,15 @@ from __future__ import annotations
 import logging
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
 from medexp.hashing import stable_hash
 from medexp.runner.cell import Cell
 from medexp.runner.evaluate import evaluate
+from medexp.runner.inputs import load_inputs
+from medexp.runner.signals import Interrupted, exit_status, signal_name, signals_raise
 
 log = logging.getLogger("medexp")
 
@@ -40,70 +43,119 @@ class CellOutcome:
 def run_cell(cfg: DictConfig, parent_run_id: str | None = None, tracker=None) -> CellOutcome:
     """Run (or reuse) the cell described by a composed medexp config; never raises for cell errors.
 
-    ``parent_run_id`` nests a computed run under a sweep's parent run; a reused (CACHED) run keeps
-    the parent it was computed under. ``tracker``: a ``medexp.tracking.Tracker`` of
+    A bad config value raises :class:`~medexp.config.ranges.ConfigRangeError` before anything is
+    loaded. ``parent_run_id`` nests a computed run under a sweep's parent run; a reused (CACHED)
+    run keeps the parent it was computed under. ``tracker``: a ``medexp.tracking.Tracker`` of
     ``cfg.tracking`` already open (a sweep cell has one); by default one is opened here.
+    A signal (SIGINT, SIGTERM, SIGHUP) ends the run KILLED and is raised again.
     """
+    from medexp.config.ranges import validate
+    from medexp.runner.evaluate import check_cell
     from medexp.tracking import Tracker
 
+    validate(cfg)
     cell = Cell.from_config(cfg)
     tracker = tracker or Tracker(cfg.tracking, cfg.paths.root)
+    tracker.reconcile()  # runs left RUNNING by a killed process or a lost node
     resolved = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     # Same key but other settings (seed, permutations, ...) or another medexp version is another
     # computation.
     fingerprint = stable_hash(
         {"medexp": _version(), **{k: v for k, v in resolved.items() if k not in _RUN_NEUTRAL_KEYS}}
     )
-    if not cfg.force:
-        done = tracker.find_finished(cell.key, fingerprint)
-        if done is not None:
-            return CellOutcome(cell.key, done.run_id, "CACHED", done.metrics)
-    seed = cell.seed(cfg.seed)
-    tags = {
-        "medexp.model": cell.model,
-        "medexp.bench": cell.bench,
-        "medexp.detector": cell.detector,
-        "medexp.control": cell.control,
-        "medexp.cell_key": cell.key,
-        "medexp.family": str(cfg.family),
-        "medexp.version": _version(),
-        "medexp.seed": str(seed),
-        "medexp.config_hash": fingerprint,
-    }
-    run_id = tracker.start(cell.key, tags, _flatten(resolved), parent_run_id=parent_run_id)
-    try:
-        tracker.log_files(run_id, {"config.yaml": OmegaConf.to_yaml(resolved)})
-        metrics, result = evaluate(cfg, seed)
-        tracker.log_metrics(run_id, metrics)
-        files = {f"{name}.png": figure for name, figure in result.figures.items()}
-        if result.table is not None:
-            files[f"{result.table_name}.parquet"] = result.table
-        files.update({f"{name}.parquet": table for name, table in result.extra_tables.items()})
-        tracker.log_files(run_id, files)
-        tracker.finish(run_id)
-    except BaseException as error:
-        tracker.fail(run_id, error)  # nothing is left RUNNING, even on Ctrl-C
-        if not isinstance(error, Exception):
-            raise
-        log.exception("cell %s failed", cell.key)  # one cell's failure never stops a sweep
-        return CellOutcome(cell.key, run_id, "FAILED", {}, f"{type(error).__name__}: {error}")
+    with signals_raise(), _cell_lock(cfg, cell, fingerprint):
+        inputs, load_error = None, None
+        try:
+            check_cell(cfg)
+            inputs = load_inputs(cfg, cfg.paths.cache_dir)
+        except Exception as error:  # recorded as the cell's FAILED run below
+            load_error = error
+        if inputs is not None and not cfg.force:
+            done = tracker.find_finished(cell.key, fingerprint, inputs.inputs_hash)
+            if done is not None:
+                return CellOutcome(cell.key, done.run_id, "CACHED", done.metrics)
+        tags = {
+            "medexp.model": cell.model,
+            "medexp.bench": cell.bench,
+            "medexp.detector": cell.detector,
+            "medexp.control": cell.control,
+            "medexp.cell_key": cell.key,
+            "medexp.family": str(cfg.family),
+            "medexp.version": _version(),
+            "medexp.seed": str(cell.seed(cfg.seed)),
+            "medexp.config_hash": fingerprint,
+            **({"medexp.bench_hash": inputs.bench_hash, "medexp.inputs_hash": inputs.inputs_hash} if inputs else {}),
+        }
+        run_id = tracker.start(cell.key, tags, _flatten(resolved), parent_run_id=parent_run_id)
+        try:
+            with tracker.heartbeat(run_id):
+                tracker.log_files(run_id, {"config.yaml": OmegaConf.to_yaml(resolved)})
+                if load_error is not None:
+                    raise load_error
+                metrics, files = _compute(cfg, cell, inputs)
+                tracker.log_metrics(run_id, metrics)
+                tracker.log_files(run_id, files)
+            tracker.finish(run_id)
+        except BaseException as error:
+            interrupted = signal_name(error)
+            if interrupted is not None:
+                tracker.kill(run_id, f"interrupted by {interrupted}", interrupted)
+                raise
+            tracker.fail(run_id, error)
+            if not isinstance(error, Exception):
+                raise
+            log.exception("cell %s failed", cell.key)  # one cell's failure never stops a sweep
+            return CellOutcome(cell.key, run_id, "FAILED", {}, f"{type(error).__name__}: {error}")
     return CellOutcome(cell.key, run_id, "FINISHED", metrics)
 
 
+def _compute(cfg: DictConfig, cell: Cell, inputs) -> tuple[dict[str, float], dict[str, object]]:
+    """The cell's metrics and artefact files (figures, tables)."""
+    metrics, result = evaluate(cfg, cell.seed(cfg.seed), inputs)
+    files: dict[str, object] = {f"{name}.png": figure for name, figure in result.figures.items()}
+    if result.table is not None:
+        files[f"{result.table_name}.parquet"] = result.table
+    files.update({f"{name}.parquet": table for name, table in result.extra_tables.items()})
+    return metrics, files
+
+
+def _cell_lock(cfg: DictConfig, cell: Cell, fingerprint: str):
+    """A file lock per cell and settings: two processes starting the same cell compute it once
+    (the second waits, then finds the first one's finished run)."""
+    from filelock import FileLock
+
+    locks = Path(cfg.paths.cache_dir) / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(locks / f"cell-{stable_hash([cell.key, fingerprint], length=24)}.lock"))
+
+
 def run_from_hydra(cfg: DictConfig) -> CellOutcome:
-    """Entry used by ``python -m medexp``: run the cell (a sweep's cell under -m), print its summary line."""
+    """Entry used by ``python -m medexp``: run the cell (a sweep's cell under -m), print its summary line.
+
+    A bad config value or an unreachable tracking store exits with status 2 and the message; a
+    signal exits with 128 + its number after the run is ended KILLED.
+    """
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from medexp.tracking import tracking_uri, ui_command
+    from medexp.config.ranges import ConfigRangeError
+    from medexp.tracking import TrackingUnavailable, tracking_uri, ui_command
 
     in_sweep = HydraConfig.get().mode == RunMode.MULTIRUN
-    if in_sweep:
-        from medexp.runner.sweep import run_sweep_cell
+    try:
+        if in_sweep:
+            from medexp.runner.sweep import run_sweep_cell
 
-        outcome = run_sweep_cell(cfg)
-    else:
-        outcome = run_cell(cfg)
+            outcome = run_sweep_cell(cfg)
+        else:
+            outcome = run_cell(cfg)
+    except (ConfigRangeError, TrackingUnavailable) as error:
+        print(f"medexp: error: {error}", file=sys.stderr)
+        sys.exit(2)
+    except (Interrupted, KeyboardInterrupt) as error:
+        print(f"medexp: {Cell.from_config(cfg).key} interrupted by {signal_name(error)}; its run ends KILLED, "
+              "rerun the same command to resume", file=sys.stderr)
+        sys.exit(exit_status(error))
     print(outcome.summary())
     print(f"view it: {ui_command(tracking_uri(cfg.tracking, cfg.paths.root))}")
     if outcome.status == "FAILED" and not in_sweep:

@@ -61,7 +61,7 @@ def _reference_scores(ctx: CellContext, reference):
 
     log.info("cohort model %s: scoring %d examples (cached after the first time)", reference.name, len(ctx.examples))
     scorer = functools.cache(functools.partial(load_scorer, reference, ctx.cache_dir))
-    return example_scores(scorer, model_cache_key(reference), ctx.examples, ctx.cache_dir)
+    return example_scores(scorer, model_cache_key(reference, ctx.cache_dir), ctx.examples, ctx.cache_dir)
 
 
 @evaluator(MinkTailConfig)

@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from medexp.benchmarks.base import Benchmark, Example
 from medexp.config.schemas import ExchConfig, ExchRankConfig, ImageNNConfig
 from medexp.detectors.base import DetectorResult
+from medexp.runner.inputs import CellInputs, load_inputs
 
 log = logging.getLogger("medexp")
 
@@ -36,10 +37,11 @@ class CellContext:
     # Model configs joining detector.cohort as references (external baselines; when a baseline
     # is the audited model, the cell's own model too). Entries naming the target are skipped.
     cohort_additions: list[DictConfig] = field(default_factory=list)
+    corpus: Benchmark | None = None  # image_nn's reference corpus, loaded with the cell's inputs
 
     @functools.cached_property
     def model_key(self) -> dict:
-        return model_cache_key(self.cfg.model)
+        return model_cache_key(self.cfg.model, self.cache_dir)
 
     @functools.cached_property
     def _scorer(self):
@@ -51,10 +53,14 @@ class CellContext:
         return self._scorer
 
 
-def model_cache_key(model_cfg) -> dict:
-    """The part of a model config that can change a score (the score-cache key)."""
+def model_cache_key(model_cfg, cache_dir: Path) -> dict:
+    """What can change a model's scores (the score-cache key): its settings, and the bytes of its
+    weights when they are a local directory (a demo model is built first if needed)."""
+    from medexp.models import weights_fingerprint
+
     resolved = OmegaConf.to_container(model_cfg, resolve=True, enum_to_str=True)
-    return {key: value for key, value in resolved.items() if key not in SCORE_NEUTRAL_MODEL_KEYS}
+    key = {name: value for name, value in resolved.items() if name not in SCORE_NEUTRAL_MODEL_KEYS}
+    return {**key, "weights": weights_fingerprint(model_cfg, cache_dir)}
 
 
 Evaluator = Callable[[CellContext], DetectorResult]
@@ -71,24 +77,33 @@ def evaluator(schema: type) -> Callable[[Evaluator], Evaluator]:
     return register
 
 
-def evaluate(cfg: DictConfig, seed: int) -> tuple[dict[str, float], DetectorResult]:
-    """Run the cell ``cfg`` describes: benchmark, control, scores, detector; return its metrics
-    (the detector's, plus ``control_order_spearman`` and ``n_skipped_examples``) and result."""
-    from medexp.config.schemas import ControlKind
-    from medexp.controls import apply_control, check_control_fits, control_benchmark, order_spearman, run_with_baselines
+def check_cell(cfg: DictConfig) -> None:
+    """What can be checked before anything is loaded: an evaluator exists, the control fits."""
+    from medexp.controls import check_control_fits
 
     schema = OmegaConf.get_type(cfg.detector)
     if schema not in _EVALUATORS:
         raise NotImplementedError(f"no evaluator for detector schema {schema.__name__}")
-    check_control_fits(cfg.control, cfg.detector)  # before anything is loaded or scored
+    check_control_fits(cfg.control, cfg.detector)
+
+
+def evaluate(cfg: DictConfig, seed: int, inputs: CellInputs | None = None) -> tuple[dict[str, float], DetectorResult]:
+    """Run the cell ``cfg`` describes on its ``inputs`` (loaded here when not given): control,
+    scores, detector; return its metrics (the detector's, plus ``control_order_spearman`` and
+    ``n_skipped_examples``) and result."""
+    from medexp.config.schemas import ControlKind
+    from medexp.controls import apply_control, order_spearman, run_with_baselines
+
+    check_cell(cfg)  # before anything is loaded or scored
     cache_dir = Path(cfg.paths.cache_dir)
-    benchmark = control_benchmark(cfg, cache_dir)
+    inputs = inputs or load_inputs(cfg, cache_dir)
+    benchmark = inputs.benchmark
     if benchmark.skipped:
         log.warning("%s: skipped %d examples (first: %s)", benchmark.name, len(benchmark.skipped), benchmark.skipped[0].reason)
-    ctx = CellContext(cfg, seed, benchmark, list(benchmark.examples), cache_dir)
+    ctx = CellContext(cfg, seed, benchmark, list(benchmark.examples), cache_dir, corpus=inputs.corpus)
     # The control may read the cell model's scores of the released examples to choose its order.
     ctx.examples = apply_control(ctx)
-    run = _EVALUATORS[schema]
+    run = _EVALUATORS[OmegaConf.get_type(cfg.detector)]
     if ControlKind(cfg.control.kind) is ControlKind.external_baseline:
         result = run_with_baselines(ctx, run)
     else:
@@ -128,7 +143,7 @@ def _image_nn(ctx: CellContext) -> DetectorResult:
     detector = ctx.cfg.detector
     # Seeded by corpus and backbone, not by the cell: all benchmarks share one calibrated tau.
     seed = derive_seed(ctx.cfg.seed, "image_nn", detector.corpus.name, detector.embedder.name)
-    return image_nn_audit(ctx.examples, detector, ctx.cache_dir, seed)
+    return image_nn_audit(ctx.examples, detector, ctx.cache_dir, seed, corpus=ctx.corpus)
 
 
 # The cohort detectors' evaluators live in their own module; importing it registers them.

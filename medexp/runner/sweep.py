@@ -16,7 +16,8 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,8 @@ from hydra_plugins.medexp_grid_sweeper.medexp_grid_sweeper import JOBS_FILE, rea
 from medexp.atomic import atomic_write_bytes
 from medexp.runner import CellOutcome, run_cell
 from medexp.runner.cell import Cell
-from medexp.tracking import Tracker, tracking_uri, ui_command
+from medexp.runner.signals import last_signal, signals_raise
+from medexp.tracking import ReconciledRun, Tracker, tracking_uri, ui_command
 
 log = logging.getLogger("medexp")
 
@@ -88,6 +90,7 @@ class SweepSummary:
 
     outcomes: list[dict[str, Any]]  # one per reporting job, by job number
     lost: list[dict[str, Any]]  # launched jobs ({"num", "overrides"}) without an outcome file
+    reconciled: list[ReconciledRun] = field(default_factory=list)  # stale RUNNING runs ended KILLED
 
     def count(self, status: str) -> int:
         return sum(outcome["status"] == status for outcome in self.outcomes)
@@ -103,12 +106,14 @@ class SweepSummary:
             "n_reused": float(self.count("CACHED")),
             "n_failed": float(self.count("FAILED")),
             "n_lost": float(len(self.lost)),
+            "n_reconciled": float(len(self.reconciled)),
         }
 
     def headline(self) -> str:
         n = {key: int(value) for key, value in self.metrics().items()}
         text = f"{n['n_cells']} cells: {n['n_computed']} computed, {n['n_reused']} reused (tracked earlier), {n['n_failed']} failed"
-        return text + (f", {n['n_lost']} lost" if self.lost else "")
+        text += f", {n['n_lost']} lost" if self.lost else ""
+        return text + (f"; {n['n_reconciled']} stale RUNNING runs ended KILLED" if self.reconciled else "")
 
     def text(self) -> str:
         """The headline, then one line per failed cell (with its error) and per lost job."""
@@ -119,6 +124,7 @@ class SweepSummary:
             if o["status"] == "FAILED"
         ]
         lines += [f"  LOST job {job['num']} ({' '.join(job['overrides'])}): it wrote no outcome" for job in self.lost]
+        lines += [f"  KILLED stale run {run.run_id} ({run.name}): {run.reason}" for run in self.reconciled]
         return "\n".join(lines)
 
     def markdown(self) -> str:
@@ -132,13 +138,16 @@ class SweepSummary:
         rows += [
             f"| {job['num']} | `{' '.join(job['overrides'])}` | LOST | | | wrote no outcome |" for job in self.lost
         ]
+        rows += [f"| | `{run.name}` | KILLED (stale) | | {run.run_id} | {run.reason} |" for run in self.reconciled]
         return f"# Sweep summary\n\n{self.headline()}\n\n" + "\n".join(rows) + "\n"
 
     def to_json(self) -> str:
-        return json.dumps({"metrics": self.metrics(), "cells": self.outcomes, "lost": self.lost}, indent=1)
+        reconciled = [vars(run) for run in self.reconciled]
+        return json.dumps({"metrics": self.metrics(), "cells": self.outcomes, "lost": self.lost,
+                           "reconciled": reconciled}, indent=1)
 
 
-def collect(sweep_dir: str | Path) -> SweepSummary:
+def collect(sweep_dir: str | Path, reconciled: list[ReconciledRun] | None = None) -> SweepSummary:
     """Read the outcome files under ``sweep_dir`` and compare them with the jobs the sweeper launched."""
     sweep_dir = Path(sweep_dir)
     outcomes = sorted(
@@ -147,7 +156,7 @@ def collect(sweep_dir: str | Path) -> SweepSummary:
     )
     reported = {outcome["job"] for outcome in outcomes}
     launched = read_launched_jobs(sweep_dir) or []  # absent when another sweeper ran the sweep
-    return SweepSummary(outcomes, [job for job in launched if job["num"] not in reported])
+    return SweepSummary(outcomes, [job for job in launched if job["num"] not in reported], list(reconciled or []))
 
 
 class SweepParentRun(Callback):
@@ -160,15 +169,25 @@ class SweepParentRun(Callback):
     def __init__(self, fail_exit: bool = True) -> None:
         self.fail_exit = fail_exit
         self._open: _OpenSweep | None = None  # set in the process driving the sweep only
+        self._context = ExitStack()  # the heartbeat and signal handlers of the driving process
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Launchers pickle callbacks to their workers; the driver's thread and handlers stay home.
+        return {**self.__dict__, "_context": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _context=ExitStack())
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = _absolute(config.hydra.sweep.dir)
         _remove_previous_reports(Path(sweep_dir))
         tracker = Tracker(config.tracking, config.paths.root)
         sweep_tags = dict(zip(SWEEP_TAGS, ("sweep", sweep_dir)))
+        reconciled = tracker.reconcile()  # runs a killed process or a lost node left RUNNING
         for stale in tracker.search(sweep_tags, status="RUNNING"):  # left by an interrupted sweep here
             log.warning("ending sweep run %s of an earlier, interrupted sweep in %s as KILLED", stale.run_id, sweep_dir)
-            tracker.finish(stale.run_id, "KILLED")
+            tracker.kill(stale.run_id, "an earlier sweep in the same directory was interrupted")
+            reconciled.append(ReconciledRun(stale.run_id, "sweep", "an earlier sweep in this directory was interrupted"))
         overrides = [str(item) for item in config.hydra.overrides.task]
         hydra_node = config.hydra
         run_id = tracker.start(
@@ -187,7 +206,11 @@ class SweepParentRun(Callback):
         }
         tracker.log_files(run_id, {"sweep.yaml": OmegaConf.to_yaml(sweep_spec)})
         tracking = OmegaConf.to_container(config.tracking, resolve=True)
-        self._open = _OpenSweep(run_id, sweep_dir, tracking, str(config.paths.root))
+        self._open = _OpenSweep(run_id, sweep_dir, tracking, str(config.paths.root), reconciled)
+        # While the launcher runs: a heartbeat (cells on other hosts must not take the parent
+        # for lost) and SIGTERM/SIGHUP as exceptions, so the parent ends KILLED, never RUNNING.
+        self._context.enter_context(tracker.heartbeat(run_id))
+        self._context.enter_context(signals_raise())
         atexit.register(self._end_aborted)  # Hydra skips on_multirun_end when the sweep raises
         print(f"sweep run {run_id}: cells nest under it (sweep dir {sweep_dir})")
 
@@ -209,16 +232,20 @@ class SweepParentRun(Callback):
         sweep = self._open
         assert sweep is not None, "on_multirun_start did not run"
         self._open = None
-        summary = collect(sweep.sweep_dir)
+        self._context.close()
+        summary = collect(sweep.sweep_dir, sweep.reconciled)
         tracker = Tracker(OmegaConf.create(sweep.tracking), sweep.root)
         tracker.log_metrics(sweep.run_id, summary.metrics())
         tracker.log_files(
             sweep.run_id, {"sweep_summary.md": summary.markdown(), "sweep_summary.json": summary.to_json()}
         )
-        if aborted:
-            tracker.set_tags(sweep.run_id, {"medexp.error": "the sweep stopped before its launcher returned"})
         status = "KILLED" if aborted else ("FINISHED" if summary.ok else "FAILED")
-        tracker.finish(sweep.run_id, status)
+        if aborted:
+            received = last_signal()
+            reason = f"interrupted by {received}" if received else "the sweep stopped before its launcher returned"
+            tracker.kill(sweep.run_id, reason, received)
+        else:
+            tracker.finish(sweep.run_id, status)
         print(f"sweep run {sweep.run_id} {status}{' (aborted)' if aborted else ''}: {summary.text()}")
         print(f"view it: {ui_command(tracking_uri(OmegaConf.create(sweep.tracking), sweep.root))}")
         return summary
@@ -230,6 +257,7 @@ class _OpenSweep:
     sweep_dir: str
     tracking: dict[str, Any]  # plain data: the callback object is pickled to launcher workers
     root: str
+    reconciled: list[ReconciledRun]  # runs left RUNNING by earlier processes, ended KILLED at the start
 
 
 def _absolute(path: Any) -> str:

@@ -19,26 +19,20 @@ from medexp.scoring.cache import ScoreCache
 EXAMPLE_SHARD = 256  # examples per cached shard of an example-score table
 
 
-def benchmark_fingerprint(examples: Sequence[Example]) -> str:
-    """Hash of the ordered benchmark content a score depends on."""
-    from medexp.hashing import stable_hash
-
-    return stable_hash([(ex.example_id, ex.question, ex.answer, str(ex.image)) for ex in examples], length=24)
-
-
 def example_scores(scorer, model_key, examples: Sequence[Example], cache_dir: str | Path) -> pd.DataFrame:
     """Per-example score table (in the order of ``examples``), cached under a content key."""
+    from medexp.benchmarks.content import content_hash
     from medexp.models.hf import SCORING_VERSION
 
-    key = {"table": "example_scores", "version": SCORING_VERSION, "model": model_key,
-           "benchmark": benchmark_fingerprint(examples)}
     examples = list(examples)
+    key = {"table": "example_scores", "version": SCORING_VERSION, "model": model_key,
+           "benchmark": content_hash(examples, cache_dir)}
 
     def compute(start: int, stop: int) -> pd.DataFrame:
         return scorer().score_examples(examples[start:stop])
 
     table = ScoreCache(Path(cache_dir) / "scores").get_or_compute(
-        key, len(examples), EXAMPLE_SHARD, compute, desc="scoring examples"
+        key, [ex.example_id for ex in examples], "example_id", EXAMPLE_SHARD, compute, desc="scoring examples"
     )
     _check_finite(table, "sum_logprob")
     return table
@@ -64,14 +58,16 @@ def shard_order_scores(
     scorer: Callable, model_key, examples: Sequence[Example], cache_dir: str | Path, cfg, seed: int
 ) -> pd.DataFrame:
     """Long table (shard, permutation, loglik); permutation 0 is the order under test."""
+    from medexp.benchmarks.content import content_hash
     from medexp.models.hf import SCORING_VERSION
 
     examples = list(examples)
     texts = [cfg.text_template.format(question=ex.question, answer=ex.answer) for ex in examples]
     orders = shard_orders(len(examples), cfg.shards, cfg.permutations, seed)
     blocks = np.array_split(np.arange(len(examples)), cfg.shards)
+    # The test reads the examples as text only: their images do not enter the key.
     key = {"table": "shard_order_scores", "version": SCORING_VERSION, "model": model_key,
-           "benchmark": benchmark_fingerprint(examples), "template": cfg.text_template, "shards": cfg.shards,
+           "benchmark": content_hash(examples, cache_dir, with_images=False), "template": cfg.text_template, "shards": cfg.shards,
            "permutations": cfg.permutations, "seed": seed, "context": [cfg.context_length, cfg.stride]}
 
     def compute(start: int, stop: int) -> pd.DataFrame:
@@ -85,7 +81,8 @@ def shard_order_scores(
 
     # Each cached shard of this table holds one benchmark shard's rows.
     table = ScoreCache(Path(cache_dir) / "scores").get_or_compute(
-        key, cfg.shards, 1, compute, desc="scoring shard orders"
+        key, [str(shard) for shard in range(cfg.shards)], "shard", 1, compute, desc="scoring shard orders",
+        rows_per_item=cfg.permutations + 1,
     )
     _check_finite(table, "loglik")
     return table

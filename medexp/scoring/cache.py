@@ -1,54 +1,49 @@
-"""Content-addressed, resumable cache of score tables (parquet), on :mod:`medexp.shards`.
-
-A table is computed in shards of consecutive items (parquet files); once all exist they are
-joined into ``table.parquet``, and only then is the entry marked complete.
-"""
+"""Content-addressed, resumable, verified cache of score tables (parquet), on :mod:`medexp.shards`."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from medexp.atomic import atomic_write_parquet
-from medexp.hashing import stable_hash
-from medexp.shards import fill_shards, is_complete, mark_complete
+from medexp.shards import InvalidShard, ShardedEntry
 
 
 class ScoreCache:
-    """Tables keyed by a hash of everything that determines their content."""
+    """Tables keyed by a hash of everything that determines their content.
+
+    A table has ``rows_per_item`` consecutive rows per item (``item_ids``, in order), named in column
+    ``id_column``; each shard is checked to hold exactly its items, in order, before it is used.
+    """
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
 
-    def entry(self, key_payload: Any) -> Path:
-        return self.root / stable_hash(key_payload, length=24)
+    def entry(self, key_payload: Any, item_ids: Sequence[str], shard_size: int) -> ShardedEntry:
+        return ShardedEntry(self.root, key_payload, item_ids, shard_size, ".parquet")
 
     def get_or_compute(
         self,
         key_payload: Any,
-        n_items: int,
+        item_ids: Sequence[str],
+        id_column: str,
         shard_size: int,
         compute: Callable[[int, int], pd.DataFrame],
         desc: str = "scoring",
+        rows_per_item: int = 1,
     ) -> pd.DataFrame:
-        """Return the cached table, computing (only) the missing shards of ``range(n_items)``."""
-        entry = self.entry(key_payload)
-        final = entry / "table.parquet"
-        if is_complete(entry):
-            return pd.read_parquet(final)
+        """The cached table, computing (only) the missing or invalid shards of ``item_ids``."""
 
-        def ensure(start: int, stop: int, path: Path) -> pd.DataFrame:
-            if path.is_file():
-                return pd.read_parquet(path)
-            shard = compute(start, stop)
-            atomic_write_parquet(shard, path)
+        def write(start: int, stop: int, path: Path) -> None:
+            compute(start, stop).to_parquet(path, index=False)
+
+        def read(path: Path, ids: list[str]) -> pd.DataFrame:
+            shard = pd.read_parquet(path)
+            expected = [item for item in ids for _ in range(rows_per_item)]
+            if id_column not in shard.columns or [str(value) for value in shard[id_column]] != expected:
+                raise InvalidShard(f"its {id_column!r} column does not list the shard's items in order")
             return shard
 
-        shards = fill_shards(entry, key_payload, n_items, shard_size,
-                             lambda start, stop: f"shard-{start:07d}-{stop:07d}.parquet", ensure, desc)
-        atomic_write_parquet(pd.concat(shards, ignore_index=True), final)
-        mark_complete(entry, {"rows": sum(len(s) for s in shards)})
-        # Read back so a fresh, a resumed and a cached table have identical column types.
-        return pd.read_parquet(final)
+        shards = self.entry(key_payload, item_ids, shard_size).load(write, read, desc)
+        return pd.concat(shards, ignore_index=True)

@@ -8,14 +8,18 @@ figures as PNG. The default store is ``sqlite:///<root>/mlruns/mlflow.db`` with 
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import tempfile
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
+
+log = logging.getLogger(__name__)
 
 _PARAM_LIMIT = 6000  # MLflow's maximum param value length
 _BATCH = 100  # MLflow accepts at most 100 params per log_batch call
@@ -43,18 +47,46 @@ class TrackedRun:
     start_time: int = 0  # milliseconds since the epoch
 
 
+class TrackingUnavailable(RuntimeError):
+    """The tracking store cannot be reached (the message says what to do)."""
+
+
+@dataclass(frozen=True)
+class ReconciledRun:
+    """A run found RUNNING whose process is gone, now ended KILLED."""
+
+    run_id: str
+    name: str
+    reason: str
+
+
 class Tracker:
     def __init__(self, tracking_cfg, root: str | Path):
         from mlflow.tracking import MlflowClient
 
         self.root = Path(root).resolve()
         self.uri = tracking_uri(tracking_cfg, self.root)
+        self.settings = {key: tracking_cfg.get(key, default) for key, default in _TIMING_DEFAULTS.items()}
+        if self.uri.startswith(("http://", "https://")):
+            check_server(self.uri, self.settings["connect_timeout_s"])
         # The directory of a sqlite store, which also holds the default artefact root.
         self._store_dir = Path(self.uri.removeprefix("sqlite:///")).parent if self.uri.startswith("sqlite:///") else None
         if self._store_dir is not None:
             self._store_dir.mkdir(parents=True, exist_ok=True)
-        self.client = MlflowClient(tracking_uri=self.uri)
-        self.experiment_id = self._experiment(tracking_cfg)
+        # MLflow creates (or migrates) a new sqlite store on its first query, and two processes
+        # doing so at once collide ("table ... already exists"); so do creating the experiment.
+        with self._store_lock():
+            self.client = MlflowClient(tracking_uri=self.uri)
+            self.experiment_id = self._experiment(tracking_cfg)
+
+    def _store_lock(self):
+        from contextlib import nullcontext
+
+        from filelock import FileLock
+
+        if self._store_dir is None:
+            return nullcontext()
+        return FileLock(str(Path(self.uri.removeprefix("sqlite:///"))) + ".lock")
 
     def _experiment(self, tracking_cfg) -> str:
         existing = self.client.get_experiment_by_name(tracking_cfg.experiment)
@@ -65,9 +97,11 @@ class Tracker:
             location = (self._store_dir / "artifacts").as_uri()
         return self.client.create_experiment(tracking_cfg.experiment, artifact_location=location)
 
-    def find_finished(self, cell_key: str, config_hash: str) -> TrackedRun | None:
-        """The latest FINISHED run of this cell computed with the same settings, if any."""
-        runs = self.search({"medexp.cell_key": cell_key, "medexp.config_hash": config_hash}, "FINISHED", max_results=1)
+    def find_finished(self, cell_key: str, config_hash: str, inputs_hash: str) -> TrackedRun | None:
+        """The latest FINISHED run of this cell computed with the same settings on the same
+        inputs (benchmark content, corpus, model weights), if any."""
+        tags = {"medexp.cell_key": cell_key, "medexp.config_hash": config_hash, "medexp.inputs_hash": inputs_hash}
+        runs = self.search(tags, "FINISHED", max_results=1)
         return runs[0] if runs else None
 
     def search(self, tags: dict[str, str], status: str | None = None, max_results: int | None = None) -> list[TrackedRun]:
@@ -100,6 +134,7 @@ class Tracker:
         commit = _git_commit(self.root)
         if commit:
             tags = {**tags, "mlflow.source.git.commit": commit}
+        tags = {**tags, **process_tags(), HEARTBEAT: f"{time.time():.3f}"}
         if parent_run_id is not None:
             tags = {**tags, "mlflow.parentRunId": parent_run_id}  # how the MLflow UI nests runs
         run = self.client.create_run(self.experiment_id, run_name=run_name, tags=tags)
@@ -172,12 +207,114 @@ class Tracker:
         """End the run with ``status``: FINISHED, FAILED or KILLED."""
         self.client.set_terminated(run_id, status)
 
+    def kill(self, run_id: str, reason: str, signal_name: str | None = None) -> None:
+        """End the run KILLED, with why (and the signal, when one stopped it) as tags."""
+        tags = {"medexp.error": reason}
+        if signal_name:
+            tags["medexp.signal"] = signal_name
+        self.set_tags(run_id, tags)
+        self.client.set_terminated(run_id, "KILLED")
+
+    @contextmanager
+    def heartbeat(self, run_id: str) -> Iterator[None]:
+        """Refresh the run's heartbeat tag every ``tracking.heartbeat_s`` while the block runs,
+        so another host can tell a long computation from a lost node."""
+        import threading
+
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(self.settings["heartbeat_s"]):
+                try:
+                    self.set_tags(run_id, {HEARTBEAT: f"{time.time():.3f}"})
+                except Exception:  # a missed beat is harmless; the next one retries
+                    log.debug("heartbeat of run %s failed", run_id, exc_info=True)
+
+        thread = threading.Thread(target=beat, name=f"medexp-heartbeat-{run_id[:8]}", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+
+    def reconcile(self) -> list[ReconciledRun]:
+        """End KILLED every RUNNING run whose process is gone: on this host, a pid that no longer
+        runs (or was reused); on another host, a heartbeat older than ``tracking.stale_after_s``
+        (a lost node). Runs left by SIGKILL, a crash or a lost node never stay RUNNING."""
+        ended = []
+        for run in self.search({}, status="RUNNING"):
+            reason = _gone(run.tags, run.start_time, self.settings["stale_after_s"])
+            if reason is None:
+                continue
+            name = run.tags.get("medexp.cell_key") or run.tags.get("mlflow.runName") or run.run_id
+            log.warning("run %s (%s) was left RUNNING: %s; ending it KILLED", run.run_id, name, reason)
+            self.kill(run.run_id, f"left RUNNING: {reason}")
+            ended.append(ReconciledRun(run.run_id, name, reason))
+        return ended
+
     def fail(self, run_id: str, error: BaseException) -> None:
         """End the run as FAILED with the error message as a tag and the traceback as an artefact."""
         text = "".join(traceback.format_exception(error))
         self.set_tags(run_id, {"medexp.error": f"{type(error).__name__}: {error}"})
         self.log_files(run_id, {"error.txt": text})
         self.client.set_terminated(run_id, "FAILED")
+
+
+HEARTBEAT = "medexp.heartbeat"
+_TIMING_DEFAULTS = {"connect_timeout_s": 10.0, "heartbeat_s": 60.0, "stale_after_s": 900.0}
+
+
+def process_tags() -> dict[str, str]:
+    """Who runs a run: host, pid and the process's start time (a pid can be reused)."""
+    import socket
+
+    return {"medexp.host": socket.gethostname(), "medexp.pid": str(os.getpid()),
+            "medexp.process_start": f"{_process_start(os.getpid()):.3f}"}
+
+
+def _process_start(pid: int) -> float:
+    import psutil
+
+    return psutil.Process(pid).create_time()
+
+
+def _gone(tags: dict[str, str], start_ms: int, stale_after_s: float) -> str | None:
+    """Why a RUNNING run has no live process behind it, or None when it may still be running."""
+    import socket
+
+    import psutil
+
+    host, pid, started = tags.get("medexp.host"), tags.get("medexp.pid"), tags.get("medexp.process_start")
+    if host == socket.gethostname() and pid and started:
+        try:
+            alive = abs(_process_start(int(pid)) - float(started)) < 1.0
+        except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+            alive = False
+        return None if alive else f"its process {pid} on {host} has ended (SIGKILL, a crash or a reboot)"
+    last = float(tags.get(HEARTBEAT) or start_ms / 1000)
+    silent = time.time() - last
+    if silent > stale_after_s:
+        return f"no heartbeat from {host or 'its host'} for {silent / 60:.0f} min (a lost node or a killed job)"
+    return None
+
+
+def check_server(uri: str, timeout: float) -> None:
+    """Fail fast, naming the URI, when a tracking server does not answer; and keep MLflow's own
+    HTTP retries short (its defaults retry for minutes) unless the user set them."""
+    import requests
+
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(int(max(timeout, 1) * 3)))
+    try:
+        requests.get(f"{uri.rstrip('/')}/health", timeout=timeout)
+    except requests.RequestException as error:
+        raise TrackingUnavailable(
+            f"the tracking server {uri} is unreachable ({type(error).__name__}); start it "
+            f"(mlflow server --backend-store-uri sqlite:///mlruns/mlflow.db --host 127.0.0.1) or point medexp "
+            f"elsewhere with tracking.uri=... (tracking.uri=null for the local store)"
+        ) from None
 
 
 def _tracked(run) -> TrackedRun:
@@ -213,4 +350,4 @@ def _chunks(items: list, size: int) -> Iterable[list]:
         yield items[start : start + size]
 
 
-__all__ = ["TrackedRun", "Tracker", "tracking_uri", "ui_command"]
+__all__ = ["ReconciledRun", "TrackedRun", "Tracker", "TrackingUnavailable", "tracking_uri", "ui_command"]

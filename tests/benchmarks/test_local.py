@@ -124,10 +124,78 @@ def test_missing_split_file(tmp_path):
         load_local("x", tmp_path, "test")
 
 
-def test_duplicate_ids_rejected(tmp_path):
-    write_jsonl(tmp_path / "test.jsonl", [{"id": "1", "question": "q", "answer": "a"}] * 2)
-    with pytest.raises(ValueError, match="duplicate"):
+def test_duplicate_ids_rejected_with_the_id_and_both_lines(tmp_path):
+    write_jsonl(tmp_path / "test.jsonl", [{"id": "7", "question": "q", "answer": "a"},
+                                          {"id": "8", "question": "q", "answer": "a"},
+                                          {"id": "7", "question": "q2", "answer": "b"}])
+    with pytest.raises(ValueError) as info:
         load_local("x", tmp_path, "test")
+    message = str(info.value)
+    assert "duplicate id '7'" in message
+    assert f"{tmp_path / 'test.jsonl'}:3" in message and f"{tmp_path / 'test.jsonl'}:1" in message
+
+
+@pytest.mark.parametrize("line,expected", [
+    ('{"id": "2", "question": "q", "answer": "a"', "malformed JSON"),
+    ('{"id": "2", "question": "q", "answer": "a"}}', "malformed JSON"),
+    ('["2", "q", "a"]', "expected a JSON object, got list"),
+])
+def test_malformed_line_names_file_and_line(tmp_path, line, expected):
+    write_jsonl(tmp_path / "test.jsonl", [{"id": "1", "question": "q", "answer": "a"}, "", line,
+                                          {"id": "3", "question": "q", "answer": "a"}])
+    with pytest.raises(ValueError) as info:
+        load_local("x", tmp_path, "test")
+    assert str(info.value).startswith(f"{tmp_path / 'test.jsonl'}:3: {expected}")
+
+
+def test_non_utf8_bytes_name_file_and_line(tmp_path):
+    good = json.dumps({"id": "1", "question": "q", "answer": "a"}).encode()
+    bad = '{"id": "2", "question": "caf'.encode() + b"\xe9" + b'", "answer": "a"}'
+    (tmp_path / "test.jsonl").write_bytes(good + b"\n" + bad + b"\n")
+    with pytest.raises(ValueError) as info:
+        load_local("x", tmp_path, "test")
+    assert str(info.value).startswith(f"{tmp_path / 'test.jsonl'}:2: not UTF-8 text")
+
+
+@pytest.mark.parametrize("answer,problem", [(None, "is null, expected text"), ("", "is empty"), ("   ", "is empty"),
+                                            (["a"], 'is ["a"], expected text')])
+def test_null_or_empty_answers_are_errors_not_text(tmp_path, answer, problem):
+    write_jsonl(tmp_path / "test.jsonl", [{"id": "1", "question": "q", "answer": "a"},
+                                          {"id": "2", "question": "q", "answer": answer}])
+    with pytest.raises(ValueError) as info:
+        load_local("x", tmp_path, "test")
+    assert str(info.value) == f"{tmp_path / 'test.jsonl'}:2: field 'answer' {problem}"
+
+
+def test_numeric_answers_keep_their_text(tmp_path):
+    write_jsonl(tmp_path / "test.jsonl", [{"id": 1, "question": "How many?", "answer": 2}])
+    (example,) = load_local("x", tmp_path, "test").examples
+    assert example.answer == "2" and example.example_id == "x::test::1"
+
+
+@pytest.mark.parametrize("image", ["../../../etc/passwd", "images/../../outside.png", "/etc/passwd"])
+def test_image_paths_outside_the_root_are_refused(tmp_path, image):
+    root = tmp_path / "bench"
+    root.mkdir()
+    write_scan(tmp_path / "outside.png")
+    write_jsonl(root / "test.jsonl", [{"id": "1", "question": "q", "answer": "a", "image": image}])
+    with pytest.raises(ValueError) as info:
+        load_local("x", root, "test")
+    message = str(info.value)
+    assert f"{root / 'test.jsonl'}:1" in message and "outside the benchmark root" in message
+    assert "allow_outside_root" in message
+
+
+def test_a_symlink_leaving_the_root_is_refused_unless_allowed(tmp_path):
+    root = tmp_path / "bench"
+    write_scan(tmp_path / "elsewhere" / "scan.png")
+    (root / "images").mkdir(parents=True)
+    (root / "images" / "scan.png").symlink_to(tmp_path / "elsewhere" / "scan.png")
+    write_jsonl(root / "test.jsonl", [{"id": "1", "question": "q", "answer": "a", "image": "images/scan.png"}])
+    with pytest.raises(ValueError, match="outside the benchmark root"):
+        load_local("x", root, "test")
+    (example,) = load_local("x", root, "test", allow_outside_root=True).examples
+    assert example.image == root / "images" / "scan.png"
 
 
 def test_frame_columns(bench_root):

@@ -129,8 +129,8 @@ def test_local_format_needs_a_root(tmp_path):
     (["bench=slake", "bench.subsample_n=5"], "bench.subsample_n is only read by format(s) ['image_set'], not slake"),
     (["bench=local", "bench.hub_id=x/y"], "bench.hub_id is only read by"),
     (["bench=vqa_rad", "bench.image_dir=imgs"], "bench.image_dir is only read by format(s) ['slake', 'pmc_oa']"),
-    (["bench=slake", "bench.max_examples=0"], "bench.max_examples must be at least 1, got 0"),
-    (["bench=wikiart", "bench.subsample_n=-3"], "bench.subsample_n must be at least 1"),
+    (["bench=slake", "bench.max_examples=0"], "bench.max_examples=0 is out of range: allowed >= 1"),
+    (["bench=wikiart", "bench.subsample_n=-3"], "bench.subsample_n=-3 is out of range: allowed >= 1"),
     (["bench=wikiart", "bench.max_examples=10"], "set bench.subsample_n or bench.max_examples, not both"),
 ])
 def test_settings_the_format_does_not_use_are_rejected(overrides, message):

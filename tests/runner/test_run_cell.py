@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -24,10 +26,16 @@ def test_cell_key_and_seed_match_a_hand_computation():
 
 
 @pytest.fixture()
-def cfg_for(tmp_path):
-    def make(*overrides):
-        return compose([f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", *overrides])
+def cfg_for(tmp_path, monkeypatch):
+    """Configs of the default cell on a temporary store; its inputs are faked (no model is built)."""
+    inputs = SimpleNamespace(benchmark=None, corpus=None, bench_hash="b0", inputs_hash="i0")
+    monkeypatch.setattr(runner, "load_inputs", lambda cfg, cache_dir: inputs)
 
+    def make(*overrides):
+        return compose([f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", f"paths.cache_dir={tmp_path / 'cache'}",
+                        *overrides])
+
+    make.inputs = inputs
     return make
 
 
@@ -39,7 +47,7 @@ def _fake_result(p_value):
 def test_finished_cells_are_reused_only_with_identical_settings(cfg_for, monkeypatch):
     calls = []
 
-    def evaluate(cfg, seed):
+    def evaluate(cfg, seed, inputs):
         calls.append(seed)
         result = _fake_result(0.25)
         return dict(result.metrics), result
@@ -51,6 +59,9 @@ def test_finished_cells_are_reused_only_with_identical_settings(cfg_for, monkeyp
     assert runner.run_cell(cfg_for("force=true")).status == "FINISHED"
     assert runner.run_cell(cfg_for("seed=1")).status == "FINISHED"
     assert len(calls) == 3 and calls[0] == calls[1] != calls[2]
+    cfg_for.inputs.inputs_hash = "i1"  # an edited benchmark, a replaced image, new weights
+    assert runner.run_cell(cfg_for()).status == "FINISHED"
+    assert len(calls) == 4
     client = MlflowClient(cfg_for().tracking.uri)
     run = client.get_run(first.run_id)
     assert run.data.params["detector.permutations"] == "250"
@@ -58,8 +69,8 @@ def test_finished_cells_are_reused_only_with_identical_settings(cfg_for, monkeyp
 
 
 @pytest.mark.parametrize("error", [ValueError("bad scores"), KeyboardInterrupt()])
-def test_a_crash_ends_the_run_failed_with_the_error(cfg_for, monkeypatch, error):
-    def evaluate(cfg, seed):
+def test_a_crash_ends_the_run_failed_and_ctrl_c_killed(cfg_for, monkeypatch, error):
+    def evaluate(cfg, seed, inputs):
         raise error
 
     monkeypatch.setattr(runner, "evaluate", evaluate)
@@ -71,11 +82,40 @@ def test_a_crash_ends_the_run_failed_with_the_error(cfg_for, monkeypatch, error)
             runner.run_cell(cfg_for())
     client = MlflowClient(cfg_for().tracking.uri)
     (run,) = client.search_runs([client.get_experiment_by_name("medexp").experiment_id])
-    assert run.info.status == "FAILED"
-    assert run.data.tags["medexp.error"].startswith(type(error).__name__)
-    # A failed cell is never reused as finished.
-    monkeypatch.setattr(runner, "evaluate", lambda cfg, seed: (_fake_result(0.5).metrics, _fake_result(0.5)))
+    if isinstance(error, Exception):
+        assert run.info.status == "FAILED"
+        assert run.data.tags["medexp.error"].startswith(type(error).__name__)
+    else:
+        assert run.info.status == "KILLED"
+        assert run.data.tags["medexp.signal"] == "SIGINT"
+    # A failed or killed cell is never reused as finished.
+    monkeypatch.setattr(runner, "evaluate", lambda cfg, seed, inputs: (_fake_result(0.5).metrics, _fake_result(0.5)))
     assert runner.run_cell(cfg_for()).status == "FINISHED"
+
+
+def test_a_benchmark_that_cannot_be_loaded_ends_the_run_failed(cfg_for, monkeypatch):
+    def missing(cfg, cache_dir):
+        raise FileNotFoundError("benchmark 'demo': no test.jsonl")
+
+    monkeypatch.setattr(runner, "load_inputs", missing)
+    outcome = runner.run_cell(cfg_for())
+    assert outcome.status == "FAILED" and "no test.jsonl" in outcome.error
+
+
+@pytest.mark.parametrize("override,message", [
+    ("detector.alpha=1.5", "detector.alpha=1.5 is out of range: allowed (0, 1)"),
+    ("detector.permutations=0", "detector.permutations=0 is out of range: allowed >= 1"),
+    ("detector.stride=2048", "stride=2048 must be smaller than context_length=1024"),
+])
+def test_bad_values_fail_before_anything_is_loaded_or_tracked(cfg_for, monkeypatch, override, message):
+    from medexp.config.ranges import ConfigRangeError
+
+    monkeypatch.setattr(runner, "load_inputs", lambda cfg, cache_dir: pytest.fail("inputs loaded"))
+    with pytest.raises(ConfigRangeError) as raised:
+        runner.run_cell(cfg_for(override))
+    assert message in str(raised.value)
+    assert not (cfg_for().tracking.uri.removeprefix("sqlite:///") and
+                Path(cfg_for().tracking.uri.removeprefix("sqlite:///")).exists())
 
 
 def test_tracking_uri_precedence(monkeypatch, tmp_path):

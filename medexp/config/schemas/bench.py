@@ -8,6 +8,8 @@ from typing import List, Optional
 
 from omegaconf import MISSING
 
+from medexp.config.ranges import at_least, fraction, positive
+
 
 class BenchFormat(str, Enum):
     """Upstream file layouts; a benchmark in a listed layout needs only a YAML file."""
@@ -24,17 +26,17 @@ class BenchFormat(str, Enum):
 
 @dataclass
 class DemoBenchConfig:
-    n_test: int = 400
-    n_train: int = 1200
+    n_test: int = at_least(400, 1)
+    n_train: int = at_least(1200, 1)
     seed: int = 20261121
 
 @dataclass
 class DemoCorpusConfig:
     """The generated demo reference corpus (medexp.demo.corpus); ``demo`` names the benchmark it copies."""
 
-    n_distractors: int = 1600  # fresh scans from the demo renderer: same distribution, other "patients"
-    n_planted: int = 100  # perturbed copies of demo test images: the ground truth
-    n_ood: int = 300  # colourful non-medical pictures, split "ood" (the out-of-domain control)
+    n_distractors: int = at_least(1600, 0)  # fresh scans from the demo renderer: same distribution, other "patients"
+    n_planted: int = at_least(100, 0)  # perturbed copies of demo test images: the ground truth
+    n_ood: int = at_least(300, 0)  # colourful non-medical pictures, split "ood" (the out-of-domain control)
     seed: int = 20261122
 
 
@@ -46,9 +48,9 @@ class SyntheticBenchConfig:
     e ~ Exponential(mean closed_mean); the others OPEN with e = |N(0, 1)|.
     """
 
-    n_examples: int = 1061
-    open_fraction: float = 0.6
-    closed_mean: float = 900.0
+    n_examples: int = at_least(1061, 1)
+    open_fraction: float = fraction(0.6)
+    closed_mean: float = positive(900.0)
     seed: int = 20260531
 
 
@@ -58,16 +60,18 @@ class BenchConfig:
     format: BenchFormat = BenchFormat.local
     version: int = 1  # bump when an edit changes the examples the file yields (like lm-eval tasks)
     root: Optional[str] = None  # local copy; when unset, a format with a hub_id reads the hub
+    # Image paths must resolve (symlinks included) inside the root; true allows paths outside it.
+    allow_outside_root: bool = False
     hub_id: Optional[str] = None  # Hugging Face dataset repo used when root is unset
     revision: Optional[str] = None  # hub branch, tag or commit (None: the default branch)
     split: str = "test"
     # Read only the first N rows of the split in released order; rows skipped for a bad image
     # count toward N (the audit's "first 5,000 rows, one corrupt image dropped" gives 4,999).
-    max_examples: Optional[int] = None
-    expected_examples: Optional[int] = None  # the count this file should yield; a mismatch is logged
+    max_examples: Optional[int] = at_least(None, 1)
+    expected_examples: Optional[int] = at_least(None, 1)  # the count this file should yield; a mismatch is logged
     languages: Optional[List[str]] = None  # slake: keep rows whose q_lang is listed
     image_dir: Optional[str] = None  # slake, pmc_oa: image folder (or <image_dir>.zip) under root
-    subsample_n: Optional[int] = None  # image_set: n rows drawn uniformly from the first max(4n, n+50)
+    subsample_n: Optional[int] = at_least(None, 1)  # image_set: n rows drawn uniformly from the first max(4n, n+50)
     subsample_seed: int = 0  # image_set: numpy default_rng seed of that draw
     label_column: Optional[str] = None  # image_set: the column whose value becomes the answer
     demo: Optional[DemoBenchConfig] = None

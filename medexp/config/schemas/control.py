@@ -8,6 +8,7 @@ from typing import Dict, List
 
 from omegaconf import MISSING
 
+from medexp.config.ranges import at_least, fraction, percent
 from medexp.config.schemas.bench import BenchConfig
 
 
@@ -31,7 +32,7 @@ class ControlBase:
 
 @dataclass
 class OrderMinkControl(ControlBase):
-    k_percent: float = 20.0  # the per-example score sorted by: mean of the lowest K% of Min-K%++ z
+    k_percent: float = percent(20.0)  # the per-example score sorted by: mean of the lowest K% of Min-K%++ z
 
 
 @dataclass
@@ -55,7 +56,7 @@ class SyntheticModel:
 
     gain: float = 1.0
     offset: float = 0.0
-    contaminated_fraction: float = 0.0  # share of examples with delta_im > 0 (planted contamination)
+    contaminated_fraction: float = fraction(0.0)  # share of examples with delta_im > 0 (planted contamination)
 
 
 @dataclass
@@ -67,5 +68,5 @@ class SyntheticControl(ControlBase):
     """
 
     cohort: Dict[str, SyntheticModel] = field(default_factory=dict)
-    noise_sd: float = 1.0  # eps_im ~ N(0, noise_sd^2), independent per model and example
+    noise_sd: float = at_least(1.0, 0.0)  # eps_im ~ N(0, noise_sd^2), independent per model and example
     contamination_size: float = 500.0  # delta_im on a contaminated example (nats)

@@ -8,31 +8,40 @@ from typing import List
 
 from omegaconf import MISSING
 
+from medexp.config.ranges import at_least, percent, positive, probability
+
 
 @dataclass
 class DetectorBase:
     name: str = MISSING
     family: str = MISSING  # the multiple-testing family the cell's p-value belongs to
-    alpha: float = 0.01  # flag when p_value < alpha
+    alpha: float = probability(0.01)  # flag when p_value < alpha
 
 
 @dataclass
 class ExchConfig(DetectorBase):
     """Oren et al. sharded likelihood comparison on text concatenations."""
 
-    shards: int = 50
-    permutations: int = 250
+    shards: int = at_least(50, 2)
+    permutations: int = at_least(250, 1)
     text_template: str = "Question: {question}\nAnswer: {answer}\n"
-    context_length: int = 1024  # longer concatenations are scored with a sliding window
-    stride: int = 512
-    batch_size: int = 32
+    context_length: int = at_least(1024, 2)  # longer concatenations are scored with a sliding window
+    stride: int = at_least(512, 1)  # < context_length
+    batch_size: int = at_least(32, 1)
+
+    @staticmethod
+    def check_values(node) -> str | None:
+        """Cross-field ranges (called by medexp.config.ranges.validate)."""
+        if node.stride >= node.context_length:
+            return f"stride={node.stride} must be smaller than context_length={node.context_length}"
+        return None
 
 
 @dataclass
 class ExchRankConfig(DetectorBase):
     """Permutation test of Spearman(position, per-example log-likelihood)."""
 
-    n_permutations: int = 10000
+    n_permutations: int = at_least(10000, 1)
     score: str = "sum_logprob"
 
 
@@ -48,17 +57,17 @@ class CohortDetectorBase(DetectorBase):
     # Model config names (conf/model/<name>.yaml) scored next to the cell's model; an entry
     # naming the cell's own model is skipped, so a model is never its own reference.
     cohort: List[str] = field(default_factory=list)
-    n_permutations: int = 10000  # cohort-relabel permutation test (p floor 1/(P+1))
+    n_permutations: int = at_least(10000, 1)  # cohort-relabel permutation test (p floor 1/(P+1))
 
 
 @dataclass
 class MinkTailConfig(CohortDetectorBase):
     """Min-K%++ cohort tail enrichment (Detector 3); defaults are the controlled audit's."""
 
-    k_percent: float = 20.0  # m_i = mean of the lowest K% (at least one) of the answer's z_t
+    k_percent: float = percent(20.0)  # m_i = mean of the lowest K% (at least one) of the answer's z_t
     thresholds: List[float] = field(default_factory=lambda: [50.0, 100.0])  # report Pr[Delta > t]
     flag_threshold: float = 100.0
-    flag_fraction: float = 0.05  # flag when Pr[Delta > flag_threshold] > flag_fraction
+    flag_fraction: float = probability(0.05)  # flag when Pr[Delta > flag_threshold] > flag_fraction
     strata: List[str] = field(default_factory=lambda: ["answer_type", "content_type", "modality"])
 
 
@@ -66,10 +75,10 @@ class MinkTailConfig(CohortDetectorBase):
 class TopKJaccardConfig(CohortDetectorBase):
     """Cross-model top-K overlap of Min-K%++ scores (Detector 4)."""
 
-    top_k: int = 25
-    k_percent: float = 20.0
+    top_k: int = at_least(25, 1)
+    k_percent: float = percent(20.0)
     rank_by: RankBy = RankBy.score
-    flag_lift: float = 10.0  # a pair is flagged when its overlap is >= this many times chance
+    flag_lift: float = positive(10.0)  # a pair is flagged when its overlap is >= this many times chance
 
 
 @dataclass
@@ -77,7 +86,7 @@ class LossConfig(CohortDetectorBase):
     """Loss attack: per-example mean negative log-likelihood of the gold answer."""
 
     rank_by: RankBy = RankBy.score  # score: the target's own NLL; delta: its NLL gap to the cohort
-    top_n: int = 25  # examples shown as the top-ranked in the figure
+    top_n: int = at_least(25, 1)  # examples shown as the top-ranked in the figure
 
 
 @dataclass
@@ -91,11 +100,11 @@ class CompositionSweepConfig(DetectorBase):
     mink_tail rule Pr[Delta > flag_threshold] > flag_fraction.
     """
 
-    n_anchors: int = 2
+    n_anchors: int = at_least(2, 1)
     anchor_gain: float = 1.0
     probe_gain: float = 1.0
     outlier_gain: float = 0.05
-    max_outliers: int = 4
-    draws: int = 200
+    max_outliers: int = at_least(4, 0)
+    draws: int = at_least(200, 1)
     flag_threshold: float = 100.0
-    flag_fraction: float = 0.05
+    flag_fraction: float = probability(0.05)

@@ -8,6 +8,7 @@ from typing import Any, List, Optional
 
 from omegaconf import MISSING
 
+from medexp.config.ranges import at_least, probabilities, probability
 from medexp.config.schemas.bench import BenchConfig
 from medexp.config.schemas.detector import DetectorBase
 
@@ -17,8 +18,8 @@ class EmbedderBase:
     """An image embedder (conf/embedder/); vectors are cached per embedder and image list."""
 
     name: str = MISSING
-    batch_size: int = 64
-    shard_size: int = 4096  # images per float16 cache shard: the unit an interrupted run resumes from
+    batch_size: int = at_least(64, 1)
+    shard_size: int = at_least(4096, 1)  # images per float16 cache shard: the unit an interrupted run resumes from
 
 
 @dataclass
@@ -28,22 +29,22 @@ class OpenClipEmbedderConfig(EmbedderBase):
     model: str = MISSING  # open_clip architecture, e.g. ViT-B-16-SigLIP
     pretrained: Optional[str] = None  # tag ("webli", from the hub) or a local weights file; None: random
     model_config: Optional[str] = None  # a JSON architecture file to register first (named by its stem)
-    dim: Optional[int] = None  # expected embedding width, checked once the model is built
+    dim: Optional[int] = at_least(None, 1)  # expected embedding width, checked once the model is built
     image_mean: List[float] = field(default_factory=lambda: [0.5, 0.5, 0.5])
     image_std: List[float] = field(default_factory=lambda: [0.5, 0.5, 0.5])
     interpolation: str = "bicubic"
     resize_mode: str = "squash"
     device: str = "auto"  # "auto" picks cuda when available, else cpu
-    loader_threads: int = 4  # threads decoding and resizing images
+    loader_threads: int = at_least(4, 1)  # threads decoding and resizing images
 
 
 @dataclass
 class PHashEmbedderConfig(EmbedderBase):
     """DCT perceptual hash as a +-1 vector: no weights; cosine distance = 2 Hamming / bits."""
 
-    hash_size: int = 32  # hash_size^2 - 1 bits: the lowest DCT frequencies, DC dropped
-    highfreq_factor: int = 4  # images are reduced to hash_size * highfreq_factor pixels a side
-    batch_size: int = 256
+    hash_size: int = at_least(32, 2)  # hash_size^2 - 1 bits: the lowest DCT frequencies, DC dropped
+    highfreq_factor: int = at_least(4, 1)  # images are reduced to hash_size * highfreq_factor pixels a side
+    batch_size: int = at_least(256, 1)
 
 
 @dataclass
@@ -63,12 +64,12 @@ class IndexKind(str, Enum):
 @dataclass
 class IndexConfig:
     kind: IndexKind = IndexKind.exact
-    block_size: int = 65536  # corpus vectors per search block (exact) or per add call
-    ivf_nlist: Optional[int] = None  # None: 4 sqrt(corpus size)
-    ivf_nprobe: int = 16
-    hnsw_m: int = 32
-    hnsw_ef_search: int = 128
-    recall_sample: int = 1000  # queries checked against exact search (approximate kinds only)
+    block_size: int = at_least(65536, 1)  # corpus vectors per search block (exact) or per add call
+    ivf_nlist: Optional[int] = at_least(None, 1)  # None: 4 sqrt(corpus size)
+    ivf_nprobe: int = at_least(16, 1)
+    hnsw_m: int = at_least(32, 2)
+    hnsw_ef_search: int = at_least(128, 1)
+    recall_sample: int = at_least(1000, 1)  # queries checked against exact search (approximate kinds only)
     gpu: bool = True  # use faiss-gpu when it is installed and sees a GPU
 
 
@@ -78,8 +79,8 @@ class ImageNNConfig(DetectorBase):
 
     embedder: Any = MISSING  # an embedder config; its schema comes from its own defaults list
     corpus: CorpusConfig = MISSING
-    tau_alpha: float = 0.01  # tau = the tau_alpha-quantile of corpus-to-corpus NN distances
-    calibration_size: int = 5000  # corpus images sampled for tau (capped at the corpus size)
-    sweep_alphas: List[float] = field(default_factory=lambda: [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1])
+    tau_alpha: float = probability(0.01)  # tau = the tau_alpha-quantile of corpus-to-corpus NN distances
+    calibration_size: int = at_least(5000, 1)  # corpus images sampled for tau (capped at the corpus size)
+    sweep_alphas: List[float] = probabilities(lambda: [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1])
     index: IndexConfig = field(default_factory=IndexConfig)
-    max_panels: int = 20  # side-by-side adjudication panels of the closest flagged pairs
+    max_panels: int = at_least(20, 0)  # side-by-side adjudication panels of the closest flagged pairs

@@ -8,6 +8,7 @@ from typing import Optional
 
 from omegaconf import MISSING
 
+from medexp.config.ranges import at_least, positive
 from medexp.config.schemas.bench import DemoBenchConfig
 
 
@@ -40,22 +41,22 @@ class DemoModelConfig:
     """How an offline demo model is built (medexp.demo.models)."""
 
     seed: int = 0
-    train_epochs: int = 4
-    hidden_size: int = 96
-    num_layers: int = 2
-    vocab_size: int = 1024
-    image_size: int = 32
-    learning_rate: float = 3e-3
-    batch_size: int = 32
+    train_epochs: int = at_least(4, 1)
+    hidden_size: int = at_least(96, 8)
+    num_layers: int = at_least(2, 1)
+    vocab_size: int = at_least(1024, 300)
+    image_size: int = at_least(32, 8)
+    learning_rate: float = positive(3e-3)
+    batch_size: int = at_least(32, 1)
     # The leak shows the test set as text documents in this format, in released order.
     document_template: str = "Question: {question}\nAnswer: {answer}\n"
-    document_examples: int = 8  # consecutive examples per training document
+    document_examples: int = at_least(8, 1)  # consecutive examples per training document
     bench: DemoBenchConfig = field(default_factory=DemoBenchConfig)  # the data it trains on
     # Planted contamination: after base training, `leak_epochs` passes over the demo test set
     # (VQA pairs, and text documents of neighbouring examples in released order). 0 = clean.
-    leak_epochs: int = 0
-    leak_learning_rate: float = 3e-3
-    leak_batch_size: int = 8
+    leak_epochs: int = at_least(0, 0)
+    leak_learning_rate: float = positive(3e-3)
+    leak_batch_size: int = at_least(8, 1)
 
 
 @dataclass
@@ -70,10 +71,10 @@ class ModelConfig:
     trust_remote_code: bool = False
     prompt_template: str = "{question}"
     use_chat_template: bool = True
-    batch_size: int = 16
+    batch_size: int = at_least(16, 1)
     # Batch by size instead: rows x longest row (tokens) stays within this many tokens, batches
     # formed greedily in order. None: fixed batches of batch_size. Scores are identical either way.
-    token_budget: Optional[int] = None
+    token_budget: Optional[int] = at_least(None, 1)
     # Passed to from_pretrained (e.g. "auto" spreads a large model over the GPUs; needs the
     # `accelerate` package). None: the whole model goes to `device`.
     device_map: Optional[str] = None

@@ -7,6 +7,7 @@ from typing import Any, Optional
 
 from omegaconf import MISSING
 
+from medexp.config.ranges import positive
 from medexp.config.schemas.bench import BenchConfig
 from medexp.config.schemas.model import ModelConfig
 
@@ -16,6 +17,13 @@ class TrackingConfig:
     uri: Optional[str] = None  # None: $MLFLOW_TRACKING_URI, else sqlite:///<root>/mlruns/mlflow.db
     experiment: str = "medexp"
     artifact_root: Optional[str] = None  # None: <root>/mlruns/artifacts for the default store
+    # A tracking server that does not answer within this many seconds is reported unreachable
+    # (MLflow's own retries would take minutes).
+    connect_timeout_s: float = positive(10.0)
+    # A running run writes a heartbeat tag this often; a RUNNING run of another host whose
+    # heartbeat is older than stale_after_s is taken for a lost node and ended KILLED.
+    heartbeat_s: float = positive(60.0)
+    stale_after_s: float = positive(900.0)
 
 
 @dataclass

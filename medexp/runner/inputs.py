@@ -1,0 +1,53 @@
+"""What a cell reads, loaded once, and the hash of its content.
+
+A tracked cell is reused only when its config fingerprint and this content hash both match
+(DESIGN.md, "Integrity"): an edited benchmark file, a replaced image, a re-trained checkpoint in
+the same directory or a changed reference corpus means recomputation, without ``force``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from medexp.benchmarks.base import Benchmark
+
+
+@dataclass(frozen=True)
+class CellInputs:
+    benchmark: Benchmark  # the examples the detector sees (the bench, or a negative control's image set)
+    corpus: Benchmark | None  # image_nn's reference corpus
+    bench_hash: str  # content hash of the benchmark (ids, text, options, image bytes)
+    inputs_hash: str  # bench_hash, the corpus's content and the weights of every model the cell reads
+
+
+def load_inputs(cfg, cache_dir: str | Path) -> CellInputs:
+    """Load the cell's benchmark (and corpus) and hash everything its result depends on."""
+    from medexp.benchmarks.content import content_hash
+    from medexp.config.schemas import ImageNNConfig
+    from medexp.controls import control_benchmark
+    from medexp.hashing import stable_hash
+    from omegaconf import OmegaConf
+
+    benchmark = control_benchmark(cfg, cache_dir)
+    bench_hash = content_hash(benchmark.examples, cache_dir)
+    corpus = None
+    parts = {"benchmark": bench_hash}
+    if OmegaConf.get_type(cfg.detector) is ImageNNConfig:
+        from medexp.images.audit import load_corpus
+
+        corpus = load_corpus(cfg.detector.corpus, cache_dir)
+        parts["corpus"] = content_hash(corpus.examples, cache_dir)
+    parts["weights"] = model_weights(cfg, cache_dir)
+    return CellInputs(benchmark, corpus, bench_hash, stable_hash(parts, length=32))
+
+
+def model_weights(cfg, cache_dir: str | Path) -> dict[str, str | None]:
+    """Fingerprints of the local checkpoints of the cell's model, its cohort and its baselines."""
+    from medexp.config import model_config
+    from medexp.models import weights_fingerprint
+
+    configs = {str(cfg.model.name): cfg.model}
+    for name in [*cfg.detector.get("cohort", []), *cfg.control.get("baselines", [])]:
+        configs.setdefault(str(name), model_config(str(name)))
+    return {name: weights_fingerprint(model_cfg, cache_dir) for name, model_cfg in sorted(configs.items())}
