@@ -165,3 +165,29 @@ def test_a_signal_mid_scoring_then_a_rerun_equals_an_uninterrupted_run(demo_cach
     metrics = client.get_run(resumed["run_id"]).data.metrics
     assert metrics == MlflowClient(reference_uri).get_run(reference["run_id"]).data.metrics
     pd.testing.assert_frame_equal(_per_example(uri, resumed["run_id"]), _per_example(reference_uri, reference["run_id"]))
+
+
+# ------------------------------------------------------------------ concurrent starts (real processes)
+
+SYNTHETIC_CELL = ["model=synthetic", "model.name=high_gain_a", "bench=synthetic", "control=synthetic", "seed=20260531",
+                  "detector=mink_tail", "detector.cohort=[]", "detector.strata=[answer_type]",
+                  "detector.thresholds=[50,100]", "detector.flag_threshold=100", "detector.n_permutations=500"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n_processes", [2, 8])
+def test_processes_started_together_on_a_fresh_store_compute_a_cell_once(tmp_path, n_processes):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    command = [sys.executable, "-m", "medexp", *SYNTHETIC_CELL, f"paths.cache_dir={tmp_path / 'cache'}",
+               f"tracking.uri={uri}"]
+    procs = [subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(n_processes)]
+    outputs = [proc.communicate(timeout=900) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0] * n_processes, [err[-2000:] for _, err in outputs]
+    summaries = [parse_summary(out) for out, _ in outputs]
+    assert len({summary["run_id"] for summary in summaries}) == 1  # every process reports the same run
+    assert sum("tracked earlier" in out for out, _ in outputs) == n_processes - 1
+    client = MlflowClient(uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("medexp").experiment_id])
+    assert run.info.status == "FINISHED"
