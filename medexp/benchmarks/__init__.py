@@ -66,6 +66,8 @@ def load_benchmark_from_config(bench_cfg, cache_dir: str | Path) -> Benchmark:
     load = import_object(f"medexp.benchmarks.{_LOADERS[fmt]}")
     log.info("bench=%s: loading split %s (format %s)", bench_cfg.name, bench_cfg.split, fmt)
     benchmark = load(bench_cfg, Path(cache_dir))
+    if benchmark.layout is None:  # a format with a single layout
+        benchmark.layout = fmt
     expected = bench_cfg.get("expected_examples")
     if expected is not None and len(benchmark) != expected:
         log.warning(

@@ -14,9 +14,10 @@ from PIL import Image
 ROW_GROUP = 4
 
 
-def image_bytes(seed: int, fmt: str = "PNG", size: int = 12) -> bytes:
-    """A small random RGB image, distinct per seed."""
-    pixels = (np.random.default_rng(seed).random((size, size, 3)) * 255).astype("uint8")
+def image_bytes(seed: int, fmt: str = "PNG", size: int | tuple[int, int] = 12) -> bytes:
+    """A small random RGB image, distinct per seed; ``size`` is a side or ``(width, height)``."""
+    width, height = (size, size) if isinstance(size, int) else size
+    pixels = (np.random.default_rng(seed).random((height, width, 3)) * 255).astype("uint8")
     buffer = io.BytesIO()
     Image.fromarray(pixels).save(buffer, format=fmt)
     return buffer.getvalue()
@@ -47,6 +48,14 @@ SLAKE_ROWS = [
     (11800, "xmlab102/source.jpg", "en", "OPEN", "Size", "CT", "Abdomen"),
 ]
 SLAKE_IMAGES = ("xmlab102/source.jpg", "xmlab160/source.jpg", "xmlab7/source.jpg")
+SLAKE_IMAGE_SIZES = {"xmlab102": (40, 30), "xmlab160": (20, 25), "xmlab7": (12, 12)}  # (width, height)
+# The release's region annotations, beside source.jpg: detection.json ({label: [x, y, w, h]} in
+# pixels) for two images, mask.png for one, nothing for xmlab7. The Tumor box overhangs its image.
+SLAKE_DETECTIONS = {
+    "xmlab102": [{"Liver": [4, 3, 20, 12]}, {"Tumor": [30, 20, 15, 15]}],
+    "xmlab160": [{"Left Lung": [2, 5, 8, 10]}],
+}
+SLAKE_MASKS = ("xmlab102",)
 
 
 def slake_records() -> list[dict]:
@@ -71,17 +80,39 @@ def slake_records() -> list[dict]:
     return records
 
 
+def slake_image_files() -> dict[str, bytes]:
+    """Every file of the release's imgs/ folder used here: source.jpg, detection.json, mask.png."""
+    files = {}
+    for seed, name in enumerate(SLAKE_IMAGES):
+        folder = name.split("/")[0]
+        files[name] = image_bytes(seed, "JPEG", SLAKE_IMAGE_SIZES[folder])
+        if folder in SLAKE_DETECTIONS:
+            files[f"{folder}/detection.json"] = json.dumps(SLAKE_DETECTIONS[folder]).encode()
+        if folder in SLAKE_MASKS:
+            files[f"{folder}/mask.png"] = mask_bytes(SLAKE_IMAGE_SIZES[folder])
+    return files
+
+
+def mask_bytes(size: tuple[int, int]) -> bytes:
+    """A grayscale PNG segmentation mask of ``(width, height)``: organ labels as gray levels."""
+    width, height = size
+    labels = (np.arange(width * height).reshape(height, width) % 3 * 80).astype("uint8")
+    buffer = io.BytesIO()
+    Image.fromarray(labels).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
 def write_slake(root: Path, records: list[dict] | None = None, zipped: bool = False) -> Path:
     """The official layout (test.json + imgs/) or the hub layout (test.json + imgs.zip)."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "test.json").write_text(json.dumps(records or slake_records(), ensure_ascii=False), encoding="utf-8")
-    images = {name: image_bytes(seed, "JPEG") for seed, name in enumerate(SLAKE_IMAGES)}
+    files = slake_image_files()
     if zipped:
         with zipfile.ZipFile(root / "imgs.zip", "w") as bundle:
-            for name, data in images.items():
+            for name, data in files.items():
                 bundle.writestr(f"imgs/{name}", data)
     else:
-        for name, data in images.items():
+        for name, data in files.items():
             write_file(root / "imgs" / name, data)
     return root
 
