@@ -115,7 +115,7 @@ def test_import_medexp_stays_light():
 @pytest.mark.parametrize("name,fmt,hub_id", [
     ("slake", "slake", "BoKelvin/SLAKE"),
     ("pathvqa", "hf_parquet", "flaviagiammarino/path-vqa"),
-    ("vqa_rad", "hf_parquet", "flaviagiammarino/vqa-rad"),
+    ("vqa_rad", "vqa_rad", "flaviagiammarino/vqa-rad"),
     ("omnimedvqa", "omnimedvqa", "foreverbeliever/OmniMedVQA"),
 ])
 def test_cli_composes_each_benchmark(name, fmt, hub_id):
