@@ -16,19 +16,21 @@ _LOADERS = {
     "demo": "local:load_demo",
     "slake": "slake:load",
     "hf_parquet": "hf_parquet:load",
+    "vqa_rad": "vqa_rad:load",
+    "vqa_rad_osf": "vqa_rad:load_osf",
     "omnimedvqa": "omnimedvqa:load",
     "image_set": "image_sets:load",
     "pmc_oa": "pmc_oa:load",
     "demo_corpus": "demo_corpus:load",
     "synthetic": "synthetic:load",
 }
-_HUB_FORMATS = ("slake", "hf_parquet", "omnimedvqa", "image_set", "pmc_oa")
+_HUB_FORMATS = ("slake", "hf_parquet", "vqa_rad", "omnimedvqa", "image_set", "pmc_oa")
 # Optional fields that only some formats read: setting one elsewhere is a mistake, not a no-op.
 _FORMAT_FIELDS = {
     "hub_id": _HUB_FORMATS,
     "revision": _HUB_FORMATS,
     "languages": ("slake",),
-    "image_dir": ("slake", "pmc_oa"),
+    "image_dir": ("slake", "pmc_oa", "vqa_rad", "vqa_rad_osf"),
     "subsample_n": ("image_set",),
     "label_column": ("image_set",),
     "demo": ("demo", "demo_corpus"),
@@ -65,6 +67,8 @@ def load_benchmark_from_config(bench_cfg, cache_dir: str | Path) -> Benchmark:
     load = import_object(f"medexp.benchmarks.{_LOADERS[fmt]}")
     log.info("bench=%s: loading split %s (format %s)", bench_cfg.name, bench_cfg.split, fmt)
     benchmark = load(bench_cfg, Path(cache_dir))
+    if benchmark.layout is None:  # a format with a single layout
+        benchmark.layout = fmt
     expected = bench_cfg.get("expected_examples")
     if expected is not None and len(benchmark) != expected:
         log.warning(

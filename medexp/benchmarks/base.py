@@ -36,6 +36,9 @@ class Benchmark:
     name: str
     examples: list[Example]
     skipped: list[SkippedExample] = field(default_factory=list)
+    # The upstream layout the loader read (e.g. "vqa_rad_osf" or "hf_parquet" for VQA-RAD's two
+    # releases), so a report can say which copy it audited.
+    layout: Optional[str] = None
 
     def __post_init__(self) -> None:
         if not self.examples:

@@ -46,6 +46,17 @@ def read_image(path: Path, mode: str):
         raise ValueError(f"cannot read image {path}: {error}") from error
 
 
+def image_size(path: Path) -> tuple[int, int] | None:
+    """``(width, height)`` from the file's header, or None when it is missing or not an image."""
+    from PIL import UnidentifiedImageError
+
+    try:
+        with _open_image(path) as image:
+            return image.size
+    except (OSError, UnidentifiedImageError, SyntaxError, ValueError):
+        return None
+
+
 def _open_image(source):
     from PIL import Image
 

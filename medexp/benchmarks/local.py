@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Iterator
 
 from medexp.benchmarks.base import Benchmark
-from medexp.benchmarks.records import SourceRow, assemble, json_repr, jsonl_records, required_text, split_file
+from medexp.benchmarks.records import SourceRow, assemble, json_type, jsonl_records, required_text, split_file
 
 _RESERVED = ("id", "question", "answer", "image", "options")
 
@@ -44,7 +44,7 @@ def _rows(path: Path, root: Path) -> Iterator[SourceRow]:
         image = record.get("image")
         options = record.get("options")
         if options is not None and (not isinstance(options, list) or not options):
-            raise ValueError(f"{where}: field 'options' must be a non-empty list, got {json_repr(options)}")
+            raise ValueError(f"{where}: options must be a non-empty list, got a JSON {json_type(options)}")
         yield SourceRow(
             source_id=required_text(record, "id", where),
             question=required_text(record, "question", where),

@@ -91,22 +91,50 @@ def require_fields(record: dict, fields: Iterable[str], where: str) -> None:
         raise ValueError(f"{where}: missing field(s) {missing} (has {sorted(record)})")
 
 
+_JSON_TYPES = {dict: "object", list: "list", str: "string", int: "number", float: "number", bool: "boolean"}
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of a decoded value's type ("object", "list", "null" ...)."""
+    return "null" if value is None else _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def read_json(path: Path, expected: type, what: str) -> Any:
+    """The decoded content of ``path``, which must be a JSON ``expected`` (``list`` or ``dict``).
+
+    ``what`` describes the expected content for the error message ("a JSON list of question
+    records"). A byte-order mark is accepted; malformed JSON fails naming the file, line and column.
+    """
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8-sig"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}") from error
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text ({error})") from error
+    if not isinstance(value, expected):
+        raise ValueError(f"{path}: expected {what}, got a JSON {json_type(value)}")
+    return value
+
+
 def required_text(record: dict, key: str, where: str) -> str:
-    """``record[key]`` as text; a missing, null or empty value (or a list/object) is an error
-    naming the position. Numbers are kept as their text (VQA-RAD has integer answers)."""
+    """``record[key]`` as stripped text; numbers become their decimal text (``2`` -> ``"2"``).
+
+    A missing key, a null (never the text "None"), an empty or blank string, or a nested value
+    fails naming ``where`` (the file and line or row).
+    """
     if key not in record:
-        raise ValueError(f"{where}: missing field {key!r} (has {sorted(record)})")
-    value = record[key]
-    if value is None or isinstance(value, (bool, list, dict)):
-        raise ValueError(f"{where}: field {key!r} is {json_repr(value)}, expected text")
-    text = str(value)
-    if not text.strip():
-        raise ValueError(f"{where}: field {key!r} is empty")
-    return text
-
-
-def json_repr(value: Any) -> str:
-    return json.dumps(value)
+        problem = "missing"
+    else:
+        value = record[key]
+        if value is None:
+            problem = "null"
+        elif isinstance(value, (dict, list, bool)):
+            problem = f"a JSON {json_type(value)} ({value!r})"
+        elif not str(value).strip():
+            problem = f"empty ({value!r})"
+        else:
+            return str(value).strip()
+    raise ValueError(f"{where}: {key} is {problem}; every row needs a non-empty text or number {key}")
 
 
 def jsonl_records(path: Path) -> Iterable[tuple[str, dict]]:

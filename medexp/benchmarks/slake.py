@@ -9,19 +9,31 @@ extracted once into the cache (a local copy with only the zip works the same way
 Rows whose ``q_lang`` is in ``bench.languages`` are kept (all rows when unset), in file order;
 the example id is ``qid``; meta carries answer_type, content_type, modality, location,
 base_type, img_name and q_lang.
+
+Each image folder (``imgs/xmlab<N>/``) may also hold the release's region annotations:
+``detection.json``, a JSON list of single-label objects ``{label: [x, y, w, h]}`` in pixels of
+``source.jpg``, and ``mask.png``, a segmentation mask the size of the image. They become the
+``roi_boxes`` and ``roi_mask`` meta of every question about that image, in the shape
+:mod:`medexp.benchmarks.roi` defines (None when the file is absent); a malformed
+``detection.json`` fails naming the file and the item.
 """
 
 from __future__ import annotations
 
-import json
+import math
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 from medexp.benchmarks.base import Benchmark
-from medexp.benchmarks.images import image_folder
-from medexp.benchmarks.records import SourceRow, assemble, require_fields, required_text, split_file
+from medexp.benchmarks.images import image_folder, image_size
+from medexp.benchmarks.records import SourceRow, assemble, read_json, require_fields, required_text, split_file
+from medexp.benchmarks.roi import ROI_BOXES, ROI_MASK, corners_from_xywh, roi_entry
 
 DEFAULT_IMAGE_DIR = "imgs"
+DETECTION_FILE = "detection.json"
+MASK_FILE = "mask.png"
+RELEASE_LAYOUT = "slake_release"  # <root>/<image_dir>/ folder, as the authors distribute it
+ARCHIVE_LAYOUT = "slake_archive"  # <root>/<image_dir>.zip, as the hub dataset ships it
 META_FIELDS = ("answer_type", "content_type", "modality", "location", "base_type", "img_name", "q_lang")
 _REQUIRED = ("qid", "question", "answer", *META_FIELDS)
 
@@ -51,25 +63,80 @@ def load_slake(
 ) -> Benchmark:
     """Read ``<root>/<split>.json`` in file order, keeping the questions in ``languages``."""
     path = split_file(name, root, f"{split}.json")
-    records = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(records, list):
-        raise ValueError(f"{path}: expected a JSON list of question records, got {type(records).__name__}")
+    records = read_json(path, list, "a JSON list of question records")
     images = image_folder(Path(root), image_dir, cache_dir)
     rows = _rows(records, path, images, languages)
-    return assemble(name, split, rows, max_examples, images, allow_outside_root)
+    benchmark = assemble(name, split, rows, max_examples, images, allow_outside_root)
+    benchmark.layout = RELEASE_LAYOUT if (Path(root) / image_dir).is_dir() else ARCHIVE_LAYOUT
+    return benchmark
 
 
 def _rows(records: list, path: Path, images: Path, languages: Optional[list[str]]) -> Iterator[SourceRow]:
+    annotations: dict[Path, dict[str, Any]] = {}  # per image folder: about ten questions share one
     for index, record in enumerate(records):
         where = f"{path}[{index}]"
         require_fields(record, _REQUIRED, where)
         if languages is not None and record["q_lang"] not in languages:
             continue
+        image = images / record["img_name"]
+        if image.parent not in annotations:
+            annotations[image.parent] = image_annotations(image)
         yield SourceRow(
             source_id=record["qid"],
             question=required_text(record, "question", where),
             answer=required_text(record, "answer", where),
-            image=images / record["img_name"],
-            meta={key: record[key] for key in META_FIELDS},
+            image=image,
+            meta={**{key: record[key] for key in META_FIELDS}, **annotations[image.parent]},
             where=where,
         )
+
+
+def image_annotations(image: Path) -> dict[str, Any]:
+    """The ROI meta of one image from the ``detection.json`` and ``mask.png`` beside it.
+
+    Boxes need the image size; when the image itself cannot be read its questions are skipped
+    later (missing or corrupt image), so the boxes stay None, but the file is still checked.
+    """
+    detection, mask = image.parent / DETECTION_FILE, image.parent / MASK_FILE
+    boxes = None
+    if detection.is_file():
+        labelled = detection_boxes(detection)
+        size = image_size(image)
+        if size is not None:
+            boxes = [roi_entry(label, box, size) for label, box in labelled]
+            _check_inside(detection, boxes, size)
+    return {ROI_BOXES: boxes, ROI_MASK: str(mask) if mask.is_file() else None}
+
+
+def detection_boxes(path: Path) -> list[tuple[str, list[float]]]:
+    """``(label, [x0, y0, x1, y1])`` pixel corners of each object in a SLAKE ``detection.json``."""
+    items = read_json(path, list, "a JSON list of {label: [x, y, w, h]} objects")
+    boxes = []
+    for index, item in enumerate(items):
+        where = f"{path}: item {index}"
+        if not isinstance(item, dict) or len(item) != 1:
+            raise ValueError(f"{where}: expected one {{label: [x, y, w, h]}} object, got {item!r}")
+        (label, xywh), = item.items()
+        if not label.strip():
+            raise ValueError(f"{where}: the label is empty")
+        if not (isinstance(xywh, list) and len(xywh) == 4 and all(_is_number(value) for value in xywh)):
+            raise ValueError(f"{where}: {label!r} needs [x, y, w, h], four numbers in pixels, got {xywh!r}")
+        if xywh[2] < 0 or xywh[3] < 0:
+            raise ValueError(f"{where}: {label!r} has a negative width or height: {xywh!r}")
+        boxes.append((label, corners_from_xywh(*xywh)))
+    return boxes
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_inside(path: Path, boxes: list[dict], size: tuple[int, int]) -> None:
+    """A box that misses the image entirely belongs to another image: fail. Overhangs are clipped."""
+    for box in boxes:
+        x0, y0, x1, y1 = box["box_px"]
+        if x0 >= size[0] or y0 >= size[1] or x1 <= 0 or y1 <= 0:
+            raise ValueError(
+                f"{path}: {box['label']!r} box {box['box_px']} (x0, y0, x1, y1) lies outside the "
+                f"{size[0]}x{size[1]} image beside it"
+            )

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import statistics
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -15,7 +18,9 @@ from omegaconf.errors import ValidationError
 import medexp
 from medexp.benchmarks.base import Example
 from medexp.inspect import MAX_LISTED_VALUES, strata
-from tests.benchmarks.upstream import write_slake
+from tests.benchmarks.upstream import (
+    VQA_RAD_IMAGE_DIR, corrupt_bytes, mask_bytes, vqa_rad_release_records, write_slake, write_vqa_rad,
+)
 from tests.conftest import REPO, run_medexp
 
 
@@ -40,6 +45,77 @@ def test_inspect_prints_counts_and_strata_as_json(tmp_path):
     assert summary["strata"]["modality"] == {"CT": 2, "X-Ray": 2}
     assert summary["strata"]["img_name"] == {"xmlab102/source.jpg": 2, "xmlab160/source.jpg": 2}
     assert "expects 1061" in result.stderr  # the mismatch warning is logged
+
+
+def test_inspect_reads_the_official_vqa_rad_release(tmp_path):
+    records = vqa_rad_release_records()  # 2,248 rows, 451 test rows (272 CLOSED), 315 images
+    root = write_vqa_rad(tmp_path / "VQA_RAD", records)
+    result = run_inspect("bench=vqa_rad", f"bench.root={root}", cache=tmp_path / "cache")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert (summary["format"], summary["layout"], summary["root"]) == ("vqa_rad", "vqa_rad_osf", str(root))
+    assert (summary["n_examples"], summary["n_skipped"], summary["expected_examples"]) == (451, 0, 451)
+    assert summary["matches_expected"] is True
+    assert summary["findings"] == ["451 examples, as bench.expected_examples says"]
+    test = [record for record in records if record["phrase_type"] in ("test_freeform", "test_para")]
+    assert summary["strata"]["answer_type"] == {"CLOSED": 272, "OPEN": 179}
+    assert summary["strata"]["phrase_type"] == dict(Counter(record["phrase_type"] for record in test).most_common())
+    assert summary["strata"]["qid"] == {"n_distinct": 451}
+    per_image = Counter(record["image_name"] for record in test)
+    images = summary["images"]
+    assert images["n_distinct"] == len(per_image)
+    assert images["questions_per_image"] == {
+        "min": min(per_image.values()), "median": statistics.median(per_image.values()), "max": max(per_image.values())}
+    assert images["duplicates"] == {"n_groups": 0, "n_images": 0, "groups": []}
+    assert "roi" not in summary
+    assert (tmp_path / "cache" / "digests.sqlite").is_file()  # digests remembered for the next run
+
+
+def test_inspect_names_missing_corrupt_and_byte_identical_images(tmp_path):
+    root = write_vqa_rad(tmp_path / "VQA_RAD")  # test rows: qid 1, 3 -> synpic29265; 12, 10 -> synpic42202;
+    folder = root / VQA_RAD_IMAGE_DIR           # 4 -> synpic100176; 8 -> synpic54610
+    duplicate = (folder / "synpic29265.jpg").read_bytes()
+    (folder / "synpic100176.jpg").write_bytes(duplicate)  # the same picture under a second name
+    (folder / "synpic42202.jpg").unlink()
+    (folder / "synpic54610.jpg").write_bytes(corrupt_bytes())
+    result = run_inspect("bench=vqa_rad", f"bench.root={root}", cache=tmp_path / "cache")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert (summary["n_examples"], summary["n_skipped"]) == (3, 3)
+    assert summary["skipped"] == {"missing image": 2, "corrupt image": 1}
+    images = summary["images"]
+    assert images["n_distinct"] == 2 and images["questions_per_image"] == {"min": 1, "median": 1.5, "max": 2}
+    assert images["missing"] == {"n_images": 1, "n_questions": 2, "images": [str(folder / "synpic42202.jpg")]}
+    assert (images["corrupt"]["n_images"], images["corrupt"]["n_questions"]) == (1, 1)
+    assert images["corrupt"]["images"][0].startswith(f"{folder / 'synpic54610.jpg'}: ")
+    assert images["duplicates"] == {"n_groups": 1, "n_images": 2, "groups": [{
+        "sha256": hashlib.sha256(duplicate).hexdigest(),
+        "images": [str(folder / "synpic29265.jpg"), str(folder / "synpic100176.jpg")],
+        "n_questions": 3,
+    }]}
+    assert summary["findings"] == [
+        ("3 examples where bench.expected_examples is 451 (-448): is the copy complete, and are the layout "
+         "(vqa_rad_osf) and split (test) right?"),
+        f"2 question(s) skipped for 1 missing image(s), e.g. {folder / 'synpic42202.jpg'}",
+        f"1 question(s) skipped for 1 corrupt image(s), e.g. {images['corrupt']['images'][0]}",
+        "1 group(s) of byte-identical images under different names (2 files): the same picture is counted as distinct images",
+    ]
+
+
+def test_inspect_summarises_slake_regions(tmp_path):
+    root = write_slake(tmp_path / "slake")
+    (root / "imgs" / "xmlab102" / "mask.png").write_bytes(mask_bytes((30, 40)))  # transposed: 30x40 for a 40x30 image
+    result = run_inspect("bench=slake", f"bench.root={root}", cache=tmp_path / "cache")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["layout"] == "slake_release"
+    assert not {"roi_boxes", "roi_mask"} & set(summary["strata"])
+    assert summary["roi"] == {
+        "n_examples_annotated": 4, "n_images_annotated": 2, "n_images_without_annotation": 1, "n_boxes": 3,
+        "labels": {"Liver": 1, "Tumor": 1, "Left Lung": 1}, "n_images_with_mask": 1,
+        "mask_size_mismatch": {"n_masks": 1, "masks": [str(root / "imgs" / "xmlab102" / "mask.png")]},
+    }
+    assert summary["findings"][-1] == "1 mask(s) differ in size from their image"
 
 
 def test_inspect_expected_count_match(tmp_path):
@@ -115,7 +191,7 @@ def test_import_medexp_stays_light():
 @pytest.mark.parametrize("name,fmt,hub_id", [
     ("slake", "slake", "BoKelvin/SLAKE"),
     ("pathvqa", "hf_parquet", "flaviagiammarino/path-vqa"),
-    ("vqa_rad", "hf_parquet", "flaviagiammarino/vqa-rad"),
+    ("vqa_rad", "vqa_rad", "flaviagiammarino/vqa-rad"),
     ("omnimedvqa", "omnimedvqa", "foreverbeliever/OmniMedVQA"),
 ])
 def test_cli_composes_each_benchmark(name, fmt, hub_id):

@@ -157,14 +157,14 @@ def test_non_utf8_bytes_name_file_and_line(tmp_path):
     assert str(info.value).startswith(f"{tmp_path / 'test.jsonl'}:2: not UTF-8 text")
 
 
-@pytest.mark.parametrize("answer,problem", [(None, "is null, expected text"), ("", "is empty"), ("   ", "is empty"),
-                                            (["a"], 'is ["a"], expected text')])
+@pytest.mark.parametrize("answer,problem", [(None, "is null"), ("", "is empty ('')"), ("   ", "is empty ('   ')"),
+                                            (["a"], "is a JSON list (['a'])")])
 def test_null_or_empty_answers_are_errors_not_text(tmp_path, answer, problem):
     write_jsonl(tmp_path / "test.jsonl", [{"id": "1", "question": "q", "answer": "a"},
                                           {"id": "2", "question": "q", "answer": answer}])
     with pytest.raises(ValueError) as info:
         load_local("x", tmp_path, "test")
-    assert str(info.value) == f"{tmp_path / 'test.jsonl'}:2: field 'answer' {problem}"
+    assert str(info.value).startswith(f"{tmp_path / 'test.jsonl'}:2: answer {problem};")
 
 
 def test_numeric_answers_keep_their_text(tmp_path):

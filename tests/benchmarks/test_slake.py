@@ -10,7 +10,7 @@ import pytest
 
 from medexp.benchmarks.slake import META_FIELDS, load_slake
 from medexp.inspect import strata
-from tests.benchmarks.upstream import SLAKE_ROWS, slake_records, write_slake
+from tests.benchmarks.upstream import SLAKE_ROWS, image_bytes, slake_records, write_file, write_slake
 
 ENGLISH = [row for row in SLAKE_ROWS if row[2] == "en"]
 
@@ -37,9 +37,9 @@ def test_example_fields_come_from_the_record(release, tmp_path):
         assert example.question == record["question"] and example.answer == record["answer"]
         assert example.image == release / "imgs" / record["img_name"]
         assert example.options is None
-        assert example.meta == {key: record[key] for key in META_FIELDS}
+        assert {key: example.meta[key] for key in META_FIELDS} == {key: record[key] for key in META_FIELDS}
     assert set(bench.examples[0].meta) == {
-        "answer_type", "content_type", "modality", "location", "base_type", "img_name", "q_lang"
+        "answer_type", "content_type", "modality", "location", "base_type", "img_name", "q_lang", "roi_boxes", "roi_mask"
     }
 
 
@@ -120,3 +120,92 @@ def test_no_images_folder_nor_zip(tmp_path):
     (root / "test.json").write_text(json.dumps(slake_records()))
     with pytest.raises(FileNotFoundError, match="imgs.zip"):
         load_slake("slake", root, "test", tmp_path / "cache")
+
+
+# ---------------------------------------------------------------- region annotations (ROI meta)
+# Hand-computed from SLAKE_DETECTIONS ({label: [x, y, w, h]}) and the image sizes (width, height):
+# xmlab102 is 40x30: Liver [4, 3, 20, 12] -> corners [4, 3, 24, 15] -> [4/40, 3/30, 24/40, 15/30];
+# Tumor [30, 20, 15, 15] -> [30, 20, 45, 35] overhangs -> [30/40, 20/30, 1, 1] (clipped).
+# xmlab160 is 20x25: Left Lung [2, 5, 8, 10] -> [2, 5, 10, 15] -> [2/20, 5/25, 10/20, 15/25].
+XMLAB102_BOXES = [
+    {"label": "Liver", "box_px": [4, 3, 24, 15], "box_norm": [0.1, 0.1, 0.6, 0.5]},
+    {"label": "Tumor", "box_px": [30, 20, 45, 35], "box_norm": [0.75, 20 / 30, 1.0, 1.0]},
+]
+XMLAB160_BOXES = [{"label": "Left Lung", "box_px": [2, 5, 10, 15], "box_norm": [0.1, 0.2, 0.5, 0.6]}]
+
+
+def _roi(bench):
+    return {ex.example_id.rsplit("::", 1)[1]: (ex.meta["roi_boxes"], ex.meta["roi_mask"]) for ex in bench.examples}
+
+
+@pytest.mark.parametrize("zipped", [False, True])
+def test_detection_boxes_and_masks_become_roi_meta(tmp_path, zipped):
+    release = write_slake(tmp_path / "s", zipped=zipped)
+    bench = load_slake("slake", release, "test", tmp_path / "cache", languages=["en"])
+    folder = bench.examples[0].image.parent  # imgs/xmlab102, extracted from the zip for the hub layout
+    roi = _roi(bench)
+    assert roi["11934"] == roi["11800"] == (XMLAB102_BOXES, str(folder / "mask.png"))  # two questions, one image
+    assert roi["12035"] == roi["12001"] == (XMLAB160_BOXES, None)  # boxes without a mask
+    assert roi["11950"] == (None, None)  # xmlab7 has no annotation files
+    assert bench.layout == ("slake_archive" if zipped else "slake_release")
+
+
+def test_empty_detection_list_means_annotated_without_boxes(tmp_path):
+    release = write_slake(tmp_path / "s")
+    (release / "imgs" / "xmlab7" / "detection.json").write_text("[]")
+    bench = load_slake("slake", release, "test", tmp_path / "cache", languages=["en"])
+    assert _roi(bench)["11950"] == ([], None)
+
+
+def test_image_missing_beside_its_detection_is_skipped_not_fatal(tmp_path):
+    release = write_slake(tmp_path / "s")
+    (release / "imgs" / "xmlab160" / "source.jpg").unlink()
+    bench = load_slake("slake", release, "test", tmp_path / "cache", languages=["en"])
+    assert [skip.example_id for skip in bench.skipped] == ["slake::test::12035", "slake::test::12001"]
+    assert _roi(bench)["11934"] == (XMLAB102_BOXES, str(release / "imgs" / "xmlab102" / "mask.png"))
+
+
+@pytest.mark.parametrize("content,message", [
+    ('[{"Liver": [1, 2, 3, 4]', r"not valid JSON: .* at line 1, column 24"),
+    ('{"Liver": [1, 2, 3, 4]}', r"expected a JSON list of \{label: \[x, y, w, h\]\} objects, got a JSON object"),
+    ('[{"Liver": [1, 2, 3, 4], "Spleen": [1, 1, 2, 2]}]', r"item 0: expected one \{label: \[x, y, w, h\]\} object"),
+    ('[{"Liver": [1, 2, 3, 4]}, ["Spleen", 1, 1, 2, 2]]', r"item 1: expected one \{label"),
+    ('[{"Liver": [1, 2, 3]}]', r"item 0: 'Liver' needs \[x, y, w, h\], four numbers in pixels, got \[1, 2, 3\]"),
+    ('[{"Liver": [1, "2", 3, 4]}]', r"item 0: 'Liver' needs \[x, y, w, h\]"),
+    ('[{"Liver": [1, 2, true, 4]}]', r"item 0: 'Liver' needs \[x, y, w, h\]"),
+    ('[{"Liver": [1, 2, -3, 4]}]', r"item 0: 'Liver' has a negative width or height"),
+    ('[{" ": [1, 2, 3, 4]}]', r"item 0: the label is empty"),
+    ('[{"Liver": [50, 2, 3, 4]}]', r"'Liver' box \[50, 2, 53, 6\] \(x0, y0, x1, y1\) lies outside the 40x30 image"),
+])
+def test_malformed_detection_json_names_the_file(tmp_path, content, message):
+    release = write_slake(tmp_path / "s")
+    detection = release / "imgs" / "xmlab102" / "detection.json"
+    detection.write_text(content)
+    with pytest.raises(ValueError, match=message) as info:
+        load_slake("slake", release, "test", tmp_path / "cache", languages=["en"])
+    assert str(detection) in str(info.value)
+
+
+def test_malformed_split_json_names_the_file_and_line(tmp_path):
+    root = tmp_path / "s"
+    write_file(root / "test.json", b'[\n  {"qid": 1,\n   "question": }\n]')
+    with pytest.raises(ValueError, match=r"test\.json: not valid JSON: Expecting value at line 3, column 16"):
+        load_slake("slake", root, "test", tmp_path / "cache")
+
+
+def test_annotations_are_read_once_per_image_folder(tmp_path, monkeypatch):
+    from medexp.benchmarks import slake
+
+    calls = []
+    original = slake.detection_boxes
+    monkeypatch.setattr(slake, "detection_boxes", lambda path: calls.append(path) or original(path))
+    release = write_slake(tmp_path / "s")
+    load_slake("slake", release, "test", tmp_path / "cache")  # 8 rows (both languages) about 3 images
+    assert sorted(path.parent.name for path in calls) == ["xmlab102", "xmlab160"]
+
+
+def test_boxes_follow_the_image_size(tmp_path):
+    release = write_slake(tmp_path / "s")
+    write_file(release / "imgs" / "xmlab160" / "source.jpg", image_bytes(5, "JPEG", (40, 50)))  # twice as large
+    bench = load_slake("slake", release, "test", tmp_path / "cache", languages=["en"])
+    assert _roi(bench)["12035"][0] == [{"label": "Left Lung", "box_px": [2, 5, 10, 15], "box_norm": [0.05, 0.1, 0.25, 0.3]}]

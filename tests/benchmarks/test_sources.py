@@ -15,7 +15,7 @@ from medexp.benchmarks.hub import BenchmarkUnavailable
 from medexp.config import compose
 from tests.benchmarks.upstream import image_cells, write_hf_parquet, write_slake
 
-HUB_BENCHMARKS = ["slake", "pathvqa", "vqa_rad", "omnimedvqa", "wikiart", "tinyimagenet", "pmc_oa"]
+HUB_BENCHMARKS = ["slake", "pathvqa", "vqa_rad", "vqa_rad_train", "omnimedvqa", "wikiart", "tinyimagenet", "pmc_oa"]
 
 
 @pytest.fixture
@@ -128,7 +128,9 @@ def test_local_format_needs_a_root(tmp_path):
     (["bench=pathvqa", "bench.languages=[en]"], "bench.languages is only read by format(s) ['slake'], not hf_parquet"),
     (["bench=slake", "bench.subsample_n=5"], "bench.subsample_n is only read by format(s) ['image_set'], not slake"),
     (["bench=local", "bench.hub_id=x/y"], "bench.hub_id is only read by"),
-    (["bench=vqa_rad", "bench.image_dir=imgs"], "bench.image_dir is only read by format(s) ['slake', 'pmc_oa']"),
+    (["bench=pathvqa", "bench.image_dir=imgs"],
+     "bench.image_dir is only read by format(s) ['slake', 'pmc_oa', 'vqa_rad', 'vqa_rad_osf'], not hf_parquet"),
+    (["bench=vqa_rad", "bench.format=vqa_rad_osf"], "bench.hub_id is only read by"),
     (["bench=slake", "bench.max_examples=0"], "bench.max_examples=0 is out of range: allowed >= 1"),
     (["bench=wikiart", "bench.subsample_n=-3"], "bench.subsample_n=-3 is out of range: allowed >= 1"),
     (["bench=wikiart", "bench.max_examples=10"], "set bench.subsample_n or bench.max_examples, not both"),
@@ -139,7 +141,8 @@ def test_settings_the_format_does_not_use_are_rejected(overrides, message):
     assert message in str(info.value)
 
 
-@pytest.mark.parametrize("name,fmt", [("slake", "slake"), ("pathvqa", "hf_parquet"), ("vqa_rad", "hf_parquet"),
+@pytest.mark.parametrize("name,fmt", [("slake", "slake"), ("pathvqa", "hf_parquet"), ("vqa_rad", "vqa_rad"),
+                                      ("vqa_rad_train", "vqa_rad"),
                                       ("omnimedvqa", "omnimedvqa"), ("wikiart", "image_set"),
                                       ("tinyimagenet", "image_set"), ("pmc_oa", "pmc_oa"), ("local", "local"), ("demo", "demo")])
 def test_shipped_configs_pass_the_checks(name, fmt):

@@ -18,6 +18,8 @@ class BenchFormat(str, Enum):
     demo = "demo"  # the generated offline benchmark, written in the local format
     slake = "slake"  # official SLAKE release: <split>.json list + <image_dir>/<img_name>
     hf_parquet = "hf_parquet"  # hub VQA parquet shards: image struct, question, answer columns
+    vqa_rad = "vqa_rad"  # VQA-RAD: the OSF release JSON when bench.root holds it, else hub parquet
+    vqa_rad_osf = "vqa_rad_osf"  # VQA-RAD's OSF release only: VQA_RAD Dataset Public.json + image folder
     omnimedvqa = "omnimedvqa"  # QA_information/Open-access/*.json (or parquet), multiple choice
     image_set = "image_set"  # image-only hub parquet (negative controls), optionally sub-sampled
     pmc_oa = "pmc_oa"  # figure corpus: <split>.jsonl {image, caption} + <image_dir>/
@@ -70,7 +72,7 @@ class BenchConfig:
     max_examples: Optional[int] = at_least(None, 1)
     expected_examples: Optional[int] = at_least(None, 1)  # the count this file should yield; a mismatch is logged
     languages: Optional[List[str]] = None  # slake: keep rows whose q_lang is listed
-    image_dir: Optional[str] = None  # slake, pmc_oa: image folder (or <image_dir>.zip) under root
+    image_dir: Optional[str] = None  # slake, pmc_oa, vqa_rad: image folder (or <image_dir>.zip) under root
     subsample_n: Optional[int] = at_least(None, 1)  # image_set: n rows drawn uniformly from the first max(4n, n+50)
     subsample_seed: int = 0  # image_set: numpy default_rng seed of that draw
     label_column: Optional[str] = None  # image_set: the column whose value becomes the answer
