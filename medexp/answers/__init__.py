@@ -1,5 +1,25 @@
-"""Answering probes: response tables from white-box, generative and black-box models."""
+"""Answering probes: response tables from white-box, generative and black-box models.
 
+- :mod:`medexp.answers.prompt`: the one prompt wording (text and chat messages) of every arm;
+- :mod:`medexp.answers.parse`: the strict letter parser, free-text normalisation and matching, ``judge``;
+- :mod:`medexp.answers.table`: the response-table contract.
+"""
+
+from medexp.answers.parse import exact_match, judge, normalise_answer, parse_letter, rouge_l
+from medexp.answers.prompt import image_data_url, render_messages, render_prompt
 from medexp.answers.table import RESPONSE_COLUMNS, Status, check_response_table, response_row
 
-__all__ = ["RESPONSE_COLUMNS", "Status", "check_response_table", "response_row"]
+__all__ = [
+    "RESPONSE_COLUMNS",
+    "Status",
+    "check_response_table",
+    "exact_match",
+    "image_data_url",
+    "judge",
+    "normalise_answer",
+    "parse_letter",
+    "render_messages",
+    "render_prompt",
+    "response_row",
+    "rouge_l",
+]
