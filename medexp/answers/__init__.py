@@ -2,16 +2,21 @@
 
 - :mod:`medexp.answers.prompt`: the one prompt wording (text and chat messages) of every arm;
 - :mod:`medexp.answers.parse`: the strict letter parser, free-text normalisation and matching, ``judge``;
+- :mod:`medexp.answers.openai_client`: black-box answers from an OpenAI-compatible chat API;
 - :mod:`medexp.answers.table`: the response-table contract.
 """
 
+from medexp.answers.openai_client import AnswerError, ChatClient, answer_probes
 from medexp.answers.parse import exact_match, judge, normalise_answer, parse_letter, rouge_l
 from medexp.answers.prompt import image_data_url, render_messages, render_prompt
-from medexp.answers.table import RESPONSE_COLUMNS, Status, check_response_table, response_row
+from medexp.answers.table import RESPONSE_COLUMNS, Status, check_response_table, response_row, response_table
 
 __all__ = [
     "RESPONSE_COLUMNS",
+    "AnswerError",
+    "ChatClient",
     "Status",
+    "answer_probes",
     "check_response_table",
     "exact_match",
     "image_data_url",
@@ -21,5 +26,6 @@ __all__ = [
     "render_messages",
     "render_prompt",
     "response_row",
+    "response_table",
     "rouge_l",
 ]

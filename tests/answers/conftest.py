@@ -1,4 +1,4 @@
-"""Fixtures of the answering layer: probes with real image files."""
+"""Fixtures of the answering layer: probes with real image files, a scripted chat server."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 
 from medexp.config.schemas import AnswerConfig
 from medexp.probes import Probe
+from tests.answers.server import ChatServer
 
 OPTIONS = ("Pneumonia", "Pleural effusion", "Normal chest", "Cardiomegaly")
 
@@ -39,3 +40,10 @@ def write_png(path: Path, seed: int = 0, size: int = 8) -> Path:
 @pytest.fixture()
 def answer_cfg() -> AnswerConfig:
     return AnswerConfig()
+
+
+@pytest.fixture()
+def chat_server():
+    """A started :class:`ChatServer` (set ``answer``, ``latency``, faults on it in the test)."""
+    with ChatServer() as server:
+        yield server

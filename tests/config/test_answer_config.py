@@ -10,7 +10,8 @@ from omegaconf.errors import ValidationError
 
 import medexp  # noqa: F401  (registers the schemas)
 from medexp.config import compose
-from medexp.config.schemas import AnswerConfig, AnswerMode, FreeTextMetric, check_answer_config
+from medexp.config.schemas import AnswerConfig, AnswerMode, FreeTextMetric, ModelFamily, check_answer_config
+from tests.conftest import run_medexp
 
 
 def test_defaults_are_greedy_short_and_strict():
@@ -55,3 +56,33 @@ def test_bad_values_are_named(change, message):
 
 def test_sampling_is_allowed_when_said():
     check_answer_config(AnswerConfig(temperature=0.7, allow_sampling=True))
+
+
+def test_black_box_model_configs_compose():
+    model = compose(["model=openai_compatible"]).model
+    assert model.family is ModelFamily.openai_compatible and model.base_url == "http://127.0.0.1:8000/v1"
+    assert model.api_key_env is None and model.max_concurrency >= 1 and model.max_retries >= 0
+    model = compose(["model=responses", "model.responses_path=/data/run.jsonl"]).model
+    assert model.family is ModelFamily.responses and model.responses_path == "/data/run.jsonl"
+
+
+def test_the_cli_composes_a_served_model_and_never_resolves_the_api_key(monkeypatch):
+    monkeypatch.setenv("MEDEXP_TEST_API_KEY", "sk-test-secret-456")
+    overrides = ["model=openai_compatible", "model.base_url=http://10.1.2.3:8000/v1", "model.name=qwen_served",
+                 "model.pretrained=Qwen/Qwen2.5-VL-7B-Instruct", "model.api_key_env=MEDEXP_TEST_API_KEY"]
+    resolved = OmegaConf.to_yaml(compose(overrides), resolve=True)
+    assert "MEDEXP_TEST_API_KEY" in resolved and "sk-test-secret-456" not in resolved
+    result = run_medexp(*overrides, "--cfg", "job")  # the variable is set in its environment
+    assert result.returncode == 0, result.stderr
+    job = OmegaConf.create(result.stdout)
+    assert (job.model.family, job.model.base_url, job.model.name, job.model.api_key_env) == \
+        ("openai_compatible", "http://10.1.2.3:8000/v1", "qwen_served", "MEDEXP_TEST_API_KEY")
+    assert "sk-test-secret-456" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("model", ["openai_compatible", "responses"])
+def test_a_black_box_model_has_no_scorer(model, tmp_path):
+    from medexp.models import load_scorer
+
+    with pytest.raises(ValueError, match=f"model family '{model}' is a black box"):
+        load_scorer(compose([f"model={model}"]).model, tmp_path)
