@@ -125,6 +125,7 @@ class ChatServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out in two writes; no 40 ms delayed-ACK stall
 
             def log_message(self, *args) -> None:  # quiet test output
                 pass
