@@ -1,5 +1,37 @@
-"""Answering probes: response tables from white-box, generative and black-box models."""
+"""Answering probes: response tables from white-box, generative and black-box models.
 
-from medexp.answers.table import RESPONSE_COLUMNS, Status, check_response_table, response_row
+- :mod:`medexp.answers.prompt`: the one prompt wording (text and chat messages) of every arm;
+- :mod:`medexp.answers.parse`: the strict letter parser, free-text normalisation and matching, ``judge``;
+- :mod:`medexp.answers.openai_client`: black-box answers from an OpenAI-compatible chat API;
+- :mod:`medexp.answers.imported`: answers produced elsewhere, imported from a JSONL file;
+- :mod:`medexp.answers.table`: the response-table contract.
+"""
 
-__all__ = ["RESPONSE_COLUMNS", "Status", "check_response_table", "response_row"]
+from medexp.answers.imported import RELEASE_ID_KEY, import_model_responses, import_responses, responses_digest
+from medexp.answers.openai_client import AnswerError, ChatClient, answer_probes
+from medexp.answers.parse import exact_match, judge, normalise_answer, parse_letter, rouge_l
+from medexp.answers.prompt import image_data_url, render_messages, render_prompt
+from medexp.answers.table import RESPONSE_COLUMNS, Status, check_response_table, response_row, response_table
+
+__all__ = [
+    "RELEASE_ID_KEY",
+    "RESPONSE_COLUMNS",
+    "AnswerError",
+    "ChatClient",
+    "Status",
+    "answer_probes",
+    "check_response_table",
+    "exact_match",
+    "image_data_url",
+    "import_model_responses",
+    "import_responses",
+    "judge",
+    "normalise_answer",
+    "parse_letter",
+    "render_messages",
+    "render_prompt",
+    "response_row",
+    "response_table",
+    "responses_digest",
+    "rouge_l",
+]

@@ -54,6 +54,20 @@ def response_row(probe, response: str, choice: Optional[str], status: Status | s
     }
 
 
+def response_table(rows: list[dict[str, Any]], probe_ids):
+    """A response table (pandas) from :func:`response_row` rows, checked against ``probe_ids``.
+
+    Text columns stay ``object`` so that a missing choice, refusal or error is None (pandas 3 would
+    infer a string dtype and turn them into NaN); ``correct`` is bool.
+    """
+    import pandas as pd
+
+    table = pd.DataFrame(rows, columns=list(RESPONSE_COLUMNS), dtype=object)
+    table["correct"] = table["correct"].astype(bool)
+    check_response_table(table, probe_ids)
+    return table
+
+
 def check_response_table(table, probe_ids) -> None:
     """Fail unless ``table`` has the response columns and exactly one row per probe, in order."""
     missing = [column for column in RESPONSE_COLUMNS if column not in table.columns]

@@ -66,12 +66,18 @@ ADAPTERS = {
     "chexagent": "medexp.models.blip:CheXagentScorer",
 }
 
+# Families that answer probes through an API or a file and have no weights to score with.
+BLACK_BOX_FAMILIES = ("openai_compatible", "responses")
+
 
 def scorer_class(family) -> type:
     """The scorer class of a model family (a ``ModelFamily`` or its name)."""
     from medexp.registry import import_object
 
     name = getattr(family, "value", family)
+    if name in BLACK_BOX_FAMILIES:
+        raise ValueError(f"model family {name!r} is a black box: it answers probes (answering detectors such as "
+                         "option-order sensitivity) and has no teacher-forced scores for a scoring detector")
     if name not in ADAPTERS:
         raise ValueError(f"no scorer adapter for model family {name!r}; known: {sorted(ADAPTERS)}")
     return import_object(ADAPTERS[name])
@@ -81,4 +87,7 @@ def load_scorer(model_cfg, cache_dir: str | Path):
     return scorer_class(model_cfg.family)(model_cfg, model_location(model_cfg, cache_dir))
 
 
-__all__ = ["ADAPTERS", "checkpoint_fingerprint", "weights_fingerprint", "load_scorer", "model_location", "scorer_class"]
+__all__ = [
+    "ADAPTERS", "BLACK_BOX_FAMILIES", "checkpoint_fingerprint", "load_scorer", "model_location", "scorer_class",
+    "weights_fingerprint",
+]

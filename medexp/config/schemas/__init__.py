@@ -2,13 +2,20 @@
 
 Registered in Hydra's ConfigStore by :func:`register_schemas`, so that a YAML file with a wrong
 type or an unknown key fails at composition with a message naming the offending key.
-One module per axis (model, bench, detector, images, control, root, report); model, benchmark and
+One module per axis (model, bench, detector, images, control, root, report) and one for the
+answering section that answering detectors embed (answers); model, benchmark and
 tracking configs share one schema each; detectors and controls have one
 schema per kind, selected by the YAML file's defaults list (``/schema/detector@_here_: exch``).
 """
 
 from __future__ import annotations
 
+from medexp.config.schemas.answers import (  # noqa: F401
+    AnswerConfig,
+    AnswerMode,
+    FreeTextMetric,
+    check_answer_config,
+)
 from medexp.config.schemas.bench import (  # noqa: F401
     BenchConfig,
     BenchFormat,
@@ -94,6 +101,7 @@ def register_schemas() -> None:
     store.store(name="config_schema", node=Config)
     store.store(name="report_schema", node=ReportConfig)
     store.store(group="schema", name="claim", node=ClaimConfig)
+    store.store(group="schema", name="answer", node=AnswerConfig)
     for name, node in DETECTOR_SCHEMAS.items():
         store.store(group="schema/detector", name=name, node=node)
     for name, node in CONTROL_SCHEMAS.items():

@@ -23,6 +23,9 @@ class ModelFamily(str, Enum):
     blip2 = "blip2"  # BLIP-2: Q-Former image queries in front of a decoder LM, no chat template
     instructblip = "instructblip"  # BLIP-2 whose Q-Former also reads the instruction
     chexagent = "chexagent"  # BLIP-2-like remote-code checkpoint (StanfordAIMI/CheXagent-8b)
+    # Black boxes: they answer probes, they have no teacher-forced scores.
+    openai_compatible = "openai_compatible"  # a chat-completions API: vLLM, TGI, a hosted API
+    responses = "responses"  # answers made elsewhere, imported from a JSONL file (responses_path)
 
 
 class ModelSource(str, Enum):
@@ -79,3 +82,15 @@ class ModelConfig:
     # `accelerate` package). None: the whole model goes to `device`.
     device_map: Optional[str] = None
     demo: Optional[DemoModelConfig] = None
+    # family openai_compatible: the served model id is `pretrained` when set, else `name`.
+    base_url: Optional[str] = None  # e.g. http://127.0.0.1:8000/v1 (the client appends /chat/completions)
+    # The *name* of the environment variable holding the API key; the key itself never enters
+    # the config, its params or the logs. None: no Authorization header (a local server).
+    api_key_env: Optional[str] = None
+    max_concurrency: int = 4  # requests in flight at once
+    max_retries: int = 5  # retries of a request after a connection error, a timeout, HTTP 429 or 5xx
+    request_timeout: float = 60.0  # seconds per request (connect and read)
+    retry_backoff: float = 1.0  # first retry delay in seconds, doubled per retry, with jitter
+    retry_backoff_max: float = 60.0  # cap on one computed delay (a server's Retry-After is honoured as given)
+    # family responses: a JSONL file of answers produced elsewhere (medexp.answers.imported).
+    responses_path: Optional[str] = None

@@ -1,0 +1,49 @@
+"""Fixtures of the answering layer: probes with real image files, a scripted chat server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+from medexp.config.schemas import AnswerConfig
+from medexp.probes import Probe
+from tests.answers.server import ChatServer
+
+OPTIONS = ("Pneumonia", "Pleural effusion", "Normal chest", "Cardiomegaly")
+
+
+def choice_probe(example_id: str = "ex1", kind: str = "original", options=OPTIONS, gold: str = "B",
+                 question: str = "What does the radiograph show?", image: Optional[Path] = None,
+                 variant: Optional[str] = None, **extra) -> Probe:
+    probe_id = f"{example_id}::{kind}" + (f"::{variant}" if variant else "")
+    return Probe(probe_id=probe_id, example_id=example_id, kind=kind, question=question, gold=gold,
+                 image=image, options=tuple(options), **extra)
+
+
+def text_probe(example_id: str = "ex1", kind: str = "slot_mask", gold: str = "effusion",
+               question: str = "Fill in the [MASK]: a left pleural [MASK].", image: Optional[Path] = None) -> Probe:
+    return Probe(probe_id=f"{example_id}::{kind}", example_id=example_id, kind=kind, question=question, gold=gold,
+                 image=image)
+
+
+def write_png(path: Path, seed: int = 0, size: int = 8) -> Path:
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.random.default_rng(seed).integers(0, 256, (size, size, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(path)
+    return path
+
+
+@pytest.fixture()
+def answer_cfg() -> AnswerConfig:
+    return AnswerConfig()
+
+
+@pytest.fixture()
+def chat_server():
+    """A started :class:`ChatServer` (set ``answer``, ``latency``, faults on it in the test)."""
+    with ChatServer() as server:
+        yield server

@@ -1,0 +1,136 @@
+"""Imported responses: matched to the cell's probes by id, judged by the same parser, errors kept."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from medexp.answers import RELEASE_ID_KEY, import_model_responses, import_responses, responses_digest
+from medexp.benchmarks.digests import file_sha256
+from medexp.config import compose
+from medexp.config.schemas import AnswerMode
+from tests.answers.conftest import choice_probe, text_probe
+
+
+def write_jsonl(path, records, blank_lines=False):
+    lines = [json.dumps(record) if not isinstance(record, str) else record for record in records]
+    path.write_text(("\n\n" if blank_lines else "\n").join(lines) + "\n")
+    return path
+
+
+def probes(n=4):
+    return [choice_probe(example_id=f"case{index}", gold="ABCD"[index % 4]) for index in range(n)]
+
+
+def test_raw_replies_are_judged_and_missing_probes_become_error_rows(tmp_path, answer_cfg):
+    path = write_jsonl(tmp_path / "answers.jsonl", [
+        {"probe_id": "case2::original", "response": "The answer is C."},
+        {"probe_id": "case0::original", "response": "Pneumonia"},
+        {"probe_id": "case1::original", "response": "A or B"},
+    ], blank_lines=True)
+    table = import_responses(path, probes(), answer_cfg)
+    assert list(table["probe_id"]) == [f"case{index}::original" for index in range(4)]  # probe order
+    assert list(table["status"]) == ["ok", "unparsed", "ok", "error"]
+    assert list(table["choice"]) == ["A", None, "C", None]
+    assert list(table["correct"]) == [True, False, True, False]
+    assert table.iloc[3]["error"] == f"no response imported for this probe (from {path})"
+
+
+def test_a_medvigil_harness_file_imports(tmp_path, answer_cfg, caplog):
+    # As the MedVIGIL baseline runner writes it: model_answer (raw), model_letter (its permissive
+    # parse, "" when none), status "ok" or "error: <message>", correct_letter, and bookkeeping.
+    common = {"format": "mcq", "model_id": "gpt-4o", "latency_ms": 812, "usage": {"total_tokens": 301},
+              "timestamp": "2026-05-01T10:00:00Z"}
+    records = [
+        {"probe_id": "MVB-0001__orig", "case_id": "MVB-0001", "probe_kind": "original", "model_answer": "A",
+         "model_letter": "A", "correct_letter": "A", "status": "ok", **common},
+        {"probe_id": "MVB-0002__orig", "case_id": "MVB-0002", "probe_kind": "original",
+         "model_answer": "A mass is seen; B is unlikely", "model_letter": "A", "correct_letter": "B", "status": "ok",
+         **common},
+        {"probe_id": "MVB-0003__orig", "case_id": "MVB-0003", "probe_kind": "original", "model_answer": "",
+         "status": "error: Error code: 429 - rate limit exceeded", **common},
+        {"probe_id": "MVB-0004__orig", "case_id": "MVB-0004", "probe_kind": "original", "model_answer": "",
+         "model_letter": "", "correct_letter": "D", "status": "ok", **common},
+    ]
+    path = write_jsonl(tmp_path / "gpt-4o__mcq.jsonl", records)
+    cell_probes = [dataclasses.replace(probe, meta={RELEASE_ID_KEY: f"MVB-000{index + 1}__orig"})
+                   for index, probe in enumerate(probes())]
+    table = import_responses(path, cell_probes, answer_cfg)
+    assert list(table["status"]) == ["ok", "unparsed", "error", "unparsed"]
+    assert list(table["correct"]) == [True, False, False, False]
+    assert table.iloc[2]["error"] == "error: Error code: 429 - rate limit exceeded"
+    assert table.iloc[1]["response"] == "A mass is seen; B is unlikely"  # raw text kept, its letter overruled
+    assert "strict parser read the raw reply differently" in caplog.text
+
+
+def test_letter_only_rows_are_used_when_there_is_no_raw_reply(tmp_path, answer_cfg):
+    path = write_jsonl(tmp_path / "letters.jsonl", [
+        {"probe_id": "case0::original", "choice": "a"},
+        {"probe_id": "case1::original", "model_letter": "F"},  # not an option of a 4-option probe
+        {"probe_id": "case2::original", "status": "timeout"},  # a harness status, no answer
+        {"probe_id": "case3::original", "status": "error", "error": "HTTP 500 after 3 retries"},
+    ])
+    table = import_responses(path, probes(), answer_cfg)
+    assert list(table["status"]) == ["ok", "unparsed", "error", "error"]
+    assert list(table["choice"]) == ["A", None, None, None] and list(table["response"])[:2] == ["a", "F"]
+    assert list(table["error"])[2:] == ["imported status 'timeout' with no response", "HTTP 500 after 3 retries"]
+
+
+def test_free_text_probes_import(tmp_path, answer_cfg):
+    cell_probes = [text_probe(example_id="s1", gold="effusion"), text_probe(example_id="s2", gold="left lung")]
+    path = write_jsonl(tmp_path / "slots.jsonl", [{"probe_id": "s1::slot_mask", "response": "Effusion."},
+                                                   {"probe_id": "s2::slot_mask", "response": "left"}])
+    table = import_responses(path, cell_probes, answer_cfg)
+    assert list(table["choice"]) == ["effusion", "left"] and list(table["correct"]) == [True, False]
+
+
+@pytest.mark.parametrize(("lines", "message"), [
+    (['{"probe_id": "case0::original", "response": "A"}', '{"probe_id": "nope::original", "response": "A"}'],
+     r"answers.jsonl:2: probe_id 'nope::original' is not in this cell's probe set \(4 probes"),
+    (['{"probe_id": "case0::original", "response": "A"}', '{"probe_id": "case1::original", "response": "B"}',
+      '{"probe_id": "case0::original", "response": "C"}'],
+     r"answers.jsonl:3: probe 'case0::original' is answered twice \(first on line 1\)"),
+    (['{"probe_id": "case0::original", "response": "A"', ], r"answers.jsonl:1: not a JSON object"),
+    (['["case0::original", "A"]'], r"answers.jsonl:1: expected a JSON object, got list"),
+    (['{"response": "A"}'], r"answers.jsonl:1: no probe_id"),
+    (['{"probe_id": "case0::original", "response": 3}'], r"answers.jsonl:1: 'response' must be a string or null"),
+    (['{"probe_id": "case1::original", "response": "B", "correct_letter": "C"}'],
+     r"answers.jsonl:1: correct_letter 'C' but probe case1::original has gold 'B'"),
+])
+def test_bad_files_are_refused_with_file_and_line(tmp_path, answer_cfg, lines, message):
+    path = write_jsonl(tmp_path / "answers.jsonl", lines)
+    with pytest.raises(ValueError, match=message):
+        import_responses(path, probes(), answer_cfg)
+
+
+def test_missing_file_mode_and_ambiguous_ids(tmp_path, answer_cfg):
+    with pytest.raises(FileNotFoundError, match="no imported responses file at"):
+        import_responses(tmp_path / "absent.jsonl", probes(), answer_cfg)
+    path = write_jsonl(tmp_path / "a.jsonl", [{"probe_id": "case0::original", "response": "A"}])
+    with pytest.raises(ValueError, match="imported responses are generated answers"):
+        import_responses(path, probes(), dataclasses.replace(answer_cfg, mode=AnswerMode.likelihood))
+    clash = [probes()[0], dataclasses.replace(probes()[1], meta={RELEASE_ID_KEY: "case0::original"})]
+    with pytest.raises(ValueError, match="two probes answer to the id 'case0::original'"):
+        import_responses(path, clash, answer_cfg)
+
+
+def test_digest_is_the_file_content_hash(tmp_path):
+    path = write_jsonl(tmp_path / "a.jsonl", [{"probe_id": "case0::original", "response": "A"}])
+    first = responses_digest(path)
+    assert first == file_sha256(path)
+    write_jsonl(path, [{"probe_id": "case0::original", "response": "B"}])
+    assert responses_digest(path) != first
+
+
+def test_a_responses_model_config_imports_its_file(tmp_path, answer_cfg):
+    path = write_jsonl(tmp_path / "gpt.jsonl", [{"probe_id": "case0::original", "response": "A"}])
+    model = compose(["model=responses", "model.name=gpt-4o", f"model.responses_path={path}"]).model
+    table = import_model_responses(probes(1), model, answer_cfg)
+    assert list(table["correct"]) == [True]
+    model.responses_path = None
+    with pytest.raises(ValueError, match="model=gpt-4o: set model.responses_path"):
+        import_model_responses(probes(1), model, answer_cfg)
+    with pytest.raises(ValueError, match="imported responses need family responses"):
+        import_model_responses(probes(1), compose(["model=openai_compatible"]).model, answer_cfg)
