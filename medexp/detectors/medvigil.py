@@ -144,7 +144,7 @@ def scored_table(responses: pd.DataFrame, facts: pd.DataFrame) -> pd.DataFrame:
     table["case"] = table["example_id"]
     table["kind"] = table["kind"].map(lambda kind: KIND_ALIASES.get(kind, kind))
     table["sigma"] = table["kind"].map(_sigma)
-    table["answer"] = [_answer(row) for row in table.itertuples(index=False)]
+    table["answer"] = _answers(table)
     _check_tiers(table)
     return table
 
@@ -156,17 +156,22 @@ def _sigma(kind: str) -> float:
     return float(match.group(1)) if match else math.nan
 
 
-def _answer(row) -> Optional[str]:
-    if row.status != Status.ok.value or row.choice is None:
-        return None
-    if row.choice == row.gold:
-        return "gold"
-    if row.refusal is not None and row.choice == row.refusal:
-        return "refusal"
-    options = row.options
-    if isinstance(options, tuple) and row.choice in LETTERS[:len(options)]:
-        return normalise(options[LETTERS.index(row.choice)])
-    return f"letter {row.choice}"
+def _answers(table: pd.DataFrame) -> list[Optional[str]]:
+    """What each reply means: "gold", "refusal", the chosen option's normalised text, or None."""
+    out: list[Optional[str]] = []
+    for status, choice, gold, refusal, options in zip(table["status"], table["choice"], table["gold"],
+                                                       table["refusal"], table["options"]):
+        if status != Status.ok.value or choice is None:
+            out.append(None)
+        elif choice == gold:
+            out.append("gold")
+        elif refusal is not None and choice == refusal:
+            out.append("refusal")
+        elif isinstance(options, tuple) and choice in LETTERS[:len(options)]:
+            out.append(normalise(options[LETTERS.index(choice)]))
+        else:
+            out.append(f"letter {choice}")
+    return out
 
 
 def _check_tiers(table: pd.DataFrame) -> None:
@@ -214,7 +219,7 @@ def case_totals(table: pd.DataFrame, convention: str = ERRORS_WRONG) -> tuple[li
         return cases, pd.DataFrame(index=pd.Index(cases, name="case"))
     long = pd.concat(parts, ignore_index=True)
     long["n"] = 1.0
-    wide = long.pivot_table(index="case", columns="group", values=["n", "k"], aggfunc="sum", fill_value=0.0)
+    wide = long.groupby(["case", "group"])[["n", "k"]].sum().unstack("group", fill_value=0.0)
     wide.columns = [f"{stat}|{group}" for stat, group in wide.columns]
     return cases, wide.reindex(cases, fill_value=0.0)
 
@@ -358,7 +363,7 @@ def medvigil_intervals(table: pd.DataFrame, seed: int, n_resamples: int = N_RESA
     """Case-clustered percentile intervals of every metric (one row per metric)."""
     _, totals = case_totals(table, convention)
     columns = list(totals.columns)
-    statistic = _statistic(columns)
+    statistic = metric_statistic(columns)
     intervals = cluster_bootstrap(totals.to_numpy(), statistic, n_resamples, seed, confidence)
     return pd.DataFrame([
         {"metric": name, "convention": convention, "estimate": value.estimate, "ci_low": value.low,
@@ -368,7 +373,7 @@ def medvigil_intervals(table: pd.DataFrame, seed: int, n_resamples: int = N_RESA
     ])
 
 
-def _statistic(columns: list[str], weights: Sequence[float] = TIER_WEIGHTS, ground_form: str = DEFAULT_GROUND):
+def metric_statistic(columns: list[str], weights: Sequence[float] = TIER_WEIGHTS, ground_form: str = DEFAULT_GROUND):
     def statistic(summed: np.ndarray) -> dict[str, np.ndarray]:
         return metrics_from_totals({column: summed[:, index] for index, column in enumerate(columns)},
                                    weights, ground_form, size=summed.shape[0])

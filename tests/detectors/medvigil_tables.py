@@ -60,24 +60,49 @@ def build(cases=CASES) -> tuple[list[Probe], pd.DataFrame]:
     return probes, pd.DataFrame(rows)
 
 
-def simulated_model(n_cases: int, skill: float, seed: int, refusal_rate: float = None,
-                    difficulty: np.ndarray | None = None) -> tuple[list[Probe], pd.DataFrame]:
-    """A model answering a MedVIGIL-like battery: P(correct) = skill shifted by each case's difficulty.
+KINDS = ["original", "paraphrase", "negation", "specificity_drop", "knowledge_only", "false_premise",
+         "false_premise", "roi_only", "roi_masked", "lr_flip"]
 
-    ``refusal_rate`` (default ``skill``) is the chance of refusing on a trap or masked probe.
+
+def battery(n_cases: int) -> list[Probe]:
+    """A MedVIGIL-like battery: ten probes per case, tiers L1..L5 in turn."""
+    return [make_probe(f"case{case:04d}", kind, index, f"L{case % 5 + 1}", False)
+            for case in range(n_cases) for index, kind in enumerate(KINDS)]
+
+
+def answers(probes: list[Probe], p_correct: np.ndarray, rng: np.random.Generator,
+            random_wrong: bool = False) -> pd.DataFrame:
+    """A response table: probe i answered correctly with probability p_correct[i], else a wrong letter.
+
+    The wrong letter is the first that is neither gold nor refusal, or (``random_wrong``) any
+    non-gold letter drawn uniformly, as a model blind to positions would pick.
     """
-    rng = np.random.default_rng(seed)
-    difficulty = difficulty if difficulty is not None else np.zeros(n_cases)
-    kinds = ["original", "paraphrase", "negation", "specificity_drop", "knowledge_only", "false_premise",
-             "false_premise", "roi_only", "roi_masked", "lr_flip"]
-    tiers = ["L1", "L2", "L3", "L4", "L5"]
-    refusal_rate = skill if refusal_rate is None else refusal_rate
-    probes, rows = [], []
-    for case in range(n_cases):
-        for index, kind in enumerate(kinds):
-            probe = make_probe(f"case{case:04d}", kind, index, tiers[case % 5], False)
-            base = refusal_rate if kind in REFUSAL_GOLD else skill
-            p = float(np.clip(base + difficulty[case], 0.02, 0.98))
-            probes.append(probe)
-            rows.append(reply(probe, "C" if rng.random() < p else "W"))
-    return probes, pd.DataFrame(rows)
+    correct = rng.random(len(probes)) < p_correct
+    if random_wrong:
+        wrong = [rng.choice([x for x in LETTERS[:len(p.options)] if x != p.gold]) for p in probes]
+    else:
+        wrong = [next(letter for letter in LETTERS if letter not in (p.gold, p.refusal)) for p in probes]
+    choice = np.where(correct, [p.gold for p in probes], wrong)
+    return pd.DataFrame({
+        "probe_id": [p.probe_id for p in probes], "example_id": [p.example_id for p in probes],
+        "kind": [p.kind for p in probes], "gold": [p.gold for p in probes], "refusal": [p.refusal for p in probes],
+        "response": choice, "choice": choice, "correct": correct, "status": "ok", "error": None,
+        "option_logliks": None,
+    })
+
+
+def skill_probabilities(probes: list[Probe], skill: float, refusal_rate: float,
+                        difficulty: np.ndarray) -> np.ndarray:
+    """P(correct) per probe: ``skill`` (``refusal_rate`` where the refusal is the gold) plus the case's difficulty."""
+    case_index = np.array([int(p.example_id.removeprefix("case")) for p in probes])
+    base = np.array([refusal_rate if p.kind in REFUSAL_GOLD else skill for p in probes])
+    return np.clip(base + difficulty[case_index], 0.02, 0.98)
+
+
+def simulated_model(n_cases: int, skill: float, seed: int, refusal_rate: float | None = None,
+                    difficulty: np.ndarray | None = None) -> tuple[list[Probe], pd.DataFrame]:
+    """One model answering the battery of ``n_cases`` cases."""
+    probes = battery(n_cases)
+    difficulty = np.zeros(n_cases) if difficulty is None else difficulty
+    p = skill_probabilities(probes, skill, skill if refusal_rate is None else refusal_rate, difficulty)
+    return probes, answers(probes, p, np.random.default_rng(seed))
