@@ -11,7 +11,8 @@ From one :class:`~medexp.benchmarks.base.Example`, keeping its question:
   gold does not name one (a yes/no about "the left lung") is skipped unless that field is set;
 * ``blur_<sigma>`` for sigma in the sweep (``blur_0`` is the original image), and ``no_image``
   (the same question without any image); gold = the answer, as in MedVIGIL's decay sweep and
-  no-image ablation.
+  no-image ablation. :func:`sweep_probes` makes the same two families from an existing probe
+  (a release's original probe), keeping its options.
 
 Every probe is a five-option question (:mod:`medexp.probes.options`): the answer options of the
 example (its own options, else the gold plus distractors drawn from ``pool``) and a refusal option
@@ -26,7 +27,7 @@ with their reason, never silently dropped.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
@@ -41,6 +42,7 @@ from medexp.probes.sets import ProbeSet
 from medexp.probes.tiers import check_tier, risk_tier
 
 EVIDENCE_KINDS = ("original", "roi_masked", "roi_only", "lr_flip", "blur", "no_image")
+NO_IMAGE = "no_image"
 GOLD_AFTER_FLIP = "gold_after_lr_flip"
 _SIDE = re.compile(r"\b(left|right)\b", re.IGNORECASE)
 _SWAP = {"left": "right", "right": "left"}
@@ -168,6 +170,31 @@ def example_probes(example, pool: Sequence[str], settings: EvidenceSettings) -> 
             for sigma in settings.sigmas:
                 path = example.image if sigma == 0 else derived(f"blur_{sigma}", blur(image, sigma))
                 add(f"blur_{sigma}", example.answer, path, sigma=sigma)
+    return out
+
+
+def sweep_probes(probe: Probe, store: Path, sigmas: Sequence[int] = BLUR_SIGMAS) -> list[Probe]:
+    """Blur and no-image variants of an existing probe (a release's original probe), options kept.
+
+    MedVIGIL's decay sweep and no-image ablation re-ask the original probes as released, so the
+    variants keep the probe's question, options, gold and refusal, and change only the image:
+    ``blur_<sigma>`` (sigma 0 keeps the image file) and ``no_image``. Ids are the probe's with
+    the kind replaced (``<example_id>::blur_8`` plus the probe's variant suffix, if any).
+    """
+    from medexp.benchmarks.images import read_image
+
+    if probe.image is None:
+        raise ValueError(f"{probe.probe_id}: a probe without image has no blur sweep")
+    suffix = probe.probe_id[len(f"{probe.example_id}::{probe.kind}"):]
+    image = read_image(probe.image, "RGB")
+    out = []
+    for sigma in sigmas:
+        kind = f"blur_{sigma}"
+        path = probe.image if sigma == 0 else store_derived(blur(image, sigma), store, f"{probe.probe_id}::{kind}")
+        out.append(replace(probe, probe_id=f"{probe.example_id}::{kind}{suffix}", kind=kind, image=path,
+                           meta={**probe.meta, "sigma": sigma, "source_probe_id": probe.probe_id}))
+    out.append(replace(probe, probe_id=f"{probe.example_id}::{NO_IMAGE}{suffix}", kind=NO_IMAGE, image=None,
+                       meta={**probe.meta, "source_probe_id": probe.probe_id}))
     return out
 
 

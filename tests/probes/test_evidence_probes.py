@@ -170,3 +170,47 @@ def test_evidence_probes_over_examples_keep_order(scan, tmp_path):
     assert [p.example_id for p in probe_set.probes] == [ex.example_id for ex in examples]
     with pytest.raises(ValueError, match="unknown evidence probe kind"):
         EvidenceSettings(seed=0, store=tmp_path, kinds=("trap",))
+
+
+def test_release_cases_get_rotated_evidence_probes(tmp_path):
+    """MedVIGIL cases (ROI from grounding.csv, post-flip gold) through our own image probes."""
+    from medexp.benchmarks.medvigil import load_medvigil
+    from tests.benchmarks.medvigil_upstream import write_medvigil_release
+
+    root = write_medvigil_release(tmp_path / "release")
+    bench = load_medvigil("medvigil", root)
+    pool = [example.answer for example in bench.examples]
+    settings = EvidenceSettings(seed=11, store=tmp_path / "derived", rotate=True, sigmas=(0, 2, 64))
+    probe_set = evidence_probes(bench.examples, pool, settings)
+    by_id = {probe.probe_id: probe for probe in probe_set.probes}
+    flip = by_id["medvigil::test::MVB-0001::lr_flip"]
+    assert flip.gold_text == "No, the pneumothorax is left apical" and flip.meta["risk_tier"] == "L5"
+    assert by_id["medvigil::test::MVB-0002::lr_flip"].gold_text == "right kidney"
+    masked = by_id["medvigil::test::MVB-0002::roi_masked"]
+    assert masked.gold == masked.refusal and masked.meta["roi_labels"] == ["left kidney"]
+    # MVB-0004 has no box: its region probes are skipped, the others made
+    assert probe_set.skip_counts() == {"no region": 2}
+    assert "medvigil::test::MVB-0004::blur_64" in by_id
+    assert {probe.gold for probe in probe_set.probes} != {"A"}
+
+
+def test_sweep_probes_keep_a_release_probes_options(tmp_path):
+    from medexp.benchmarks.medvigil import load_medvigil
+    from medexp.probes.evidence import sweep_probes
+    from medexp.probes.medvigil_release import read_release_probes, release_probe_index
+    from tests.benchmarks.medvigil_upstream import write_medvigil_release
+
+    root = write_medvigil_release(tmp_path / "release")
+    probes = read_release_probes(load_medvigil("medvigil", root), root).probes
+    original = release_probe_index(probes)["MVB-0001__orig"]
+    sweep = sweep_probes(original, tmp_path / "derived", sigmas=(0, 4))
+    assert [p.probe_id for p in sweep] == ["medvigil::test::MVB-0001::blur_0::orig",
+                                           "medvigil::test::MVB-0001::blur_4::orig",
+                                           "medvigil::test::MVB-0001::no_image::orig"]
+    assert all((p.options, p.gold, p.refusal) == (original.options, original.gold, original.refusal) for p in sweep)
+    assert sweep[0].image == original.image and sweep[2].image is None
+    blurred = np.asarray(Image.open(sweep[1].image).convert("RGB")).astype(float)
+    source = np.asarray(Image.open(original.image).convert("RGB")).astype(float)
+    assert blurred.shape == source.shape and blurred.std() < source.std()  # blurring smooths the noise
+    with pytest.raises(ValueError, match="without image has no blur sweep"):
+        sweep_probes(release_probe_index(probes)["MVB-0001__know"], tmp_path)
