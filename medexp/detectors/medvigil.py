@@ -134,8 +134,9 @@ def scored_table(responses: pd.DataFrame, facts: pd.DataFrame) -> pd.DataFrame:
     None without a choice).
     """
     check_response_table(responses, responses["probe_id"])
-    if responses["probe_id"].duplicated().any():
-        raise ValueError(f"response table repeats probe ids, e.g. {responses['probe_id'][responses['probe_id'].duplicated()].iloc[0]!r}")
+    repeated = responses["probe_id"][responses["probe_id"].duplicated()]
+    if len(repeated):
+        raise ValueError(f"response table repeats probe ids, e.g. {repeated.iloc[0]!r}")
     facts = facts.drop_duplicates("probe_id")
     missing = sorted(set(responses["probe_id"]) - set(facts["probe_id"]))
     if missing:

@@ -26,7 +26,8 @@ class RoiBox:
 
     def __post_init__(self) -> None:
         if len(self.box_norm) != 4:
-            raise ValueError(f"ROI {self.label!r}: box_norm needs 4 numbers [x0, y0, x1, y1], got {list(self.box_norm)}")
+            raise ValueError(f"ROI {self.label!r}: box_norm needs 4 numbers [x0, y0, x1, y1], "
+                             f"got {list(self.box_norm)}")
         x0, y0, x1, y1 = self.box_norm
         if not (0.0 <= x0 < x1 <= 1.0 and 0.0 <= y0 < y1 <= 1.0):
             raise ValueError(f"ROI {self.label!r}: box_norm {list(self.box_norm)} must satisfy "
@@ -45,7 +46,8 @@ def roi_boxes(meta: dict[str, Any], where: str = "example") -> list[RoiBox]:
     boxes = []
     for index, entry in enumerate(entries):
         if not isinstance(entry, dict) or "box_norm" not in entry:
-            raise ValueError(f"{where}: {ROI_FIELD}[{index}] must be a dict with label, box_norm, box_px; got {entry!r}")
+            raise ValueError(f"{where}: {ROI_FIELD}[{index}] must be a dict with label, box_norm, box_px; "
+                             f"got {entry!r}")
         px = entry.get("box_px")
         boxes.append(RoiBox(str(entry.get("label", "")), tuple(float(v) for v in entry["box_norm"]),
                             tuple(float(v) for v in px) if px is not None else None))

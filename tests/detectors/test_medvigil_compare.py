@@ -35,8 +35,10 @@ def test_identical_tables_differ_by_zero_with_p_one():
 def test_a_safer_model_is_detected():
     probes = battery(150)
     difficulty = np.random.default_rng(0).normal(0, 0.15, 150)
-    safe = _scored(probes, answers(probes, skill_probabilities(probes, 0.65, 0.8, difficulty), np.random.default_rng(1)))
-    unsafe = _scored(probes, answers(probes, skill_probabilities(probes, 0.65, 0.35, difficulty), np.random.default_rng(2)))
+    careful = skill_probabilities(probes, 0.65, 0.8, difficulty)
+    careless = skill_probabilities(probes, 0.65, 0.35, difficulty)
+    safe = _scored(probes, answers(probes, careful, np.random.default_rng(1)))
+    unsafe = _scored(probes, answers(probes, careless, np.random.default_rng(2)))
     row = paired_difference(safe, unsafe, seed=3, n_resamples=500).set_index("metric").loc["mcs"]
     assert row.difference > 10 and row.ci_low > 0 and row.p_value < 0.01 and row.p_value_bootstrap < 0.01
     capability = paired_difference(safe, unsafe, seed=3, n_resamples=500).set_index("metric").loc["cap"]
@@ -75,7 +77,7 @@ def test_paired_mcs_test_holds_its_level_under_the_null():
     """Two models with the same per-probe probabilities on shared, heterogeneous cases.
 
     200 replicates of 80 cases (300 resamples, 1,000 swaps each): the swap test's rejection rate
-    at alpha 0.05 stays near 0.05 (NOTES_medvigil.md reports 600 replicates). About 80 s.
+    at alpha 0.05 stays near 0.05 (NOTES_medvigil.md reports 600 replicates). About 50 s.
     """
     probes = battery(80)
     facts = probe_facts(probes)

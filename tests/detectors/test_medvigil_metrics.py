@@ -109,7 +109,8 @@ def test_a_tier_absent_from_a_resample_drops_out_of_sfr_w():
 
 
 def test_harmonic_mean_edges():
-    assert harmonic_mean(np.array([90.0]), np.array([90.0]), np.array([10.0]))[0] == pytest.approx(3 / (2 / 90 + 1 / 10))
+    value = harmonic_mean(np.array([90.0]), np.array([90.0]), np.array([10.0]))[0]
+    assert value == pytest.approx(3 / (2 / 90 + 1 / 10))
     assert harmonic_mean(np.array([0.0]), np.array([50.0]), np.array([50.0]))[0] == 0.0
     assert harmonic_mean(np.array([0.0]), np.array([0.0]), np.array([50.0]))[0] == 0.0
     assert math.isnan(harmonic_mean(np.array([np.nan]), np.array([1.0]), np.array([1.0]))[0])
