@@ -23,8 +23,9 @@ _LOADERS = {
     "pmc_oa": "pmc_oa:load",
     "demo_corpus": "demo_corpus:load",
     "synthetic": "synthetic:load",
+    "medvigil": "medvigil:load",
 }
-_HUB_FORMATS = ("slake", "hf_parquet", "vqa_rad", "omnimedvqa", "image_set", "pmc_oa")
+_HUB_FORMATS = ("slake", "hf_parquet", "vqa_rad", "omnimedvqa", "image_set", "pmc_oa", "medvigil")
 # Optional fields that only some formats read: setting one elsewhere is a mistake, not a no-op.
 _FORMAT_FIELDS = {
     "hub_id": _HUB_FORMATS,

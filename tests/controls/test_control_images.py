@@ -9,7 +9,6 @@ from medexp.config.schemas import BenchConfig
 from medexp.controls import apply_control, control_benchmark
 from medexp.controls.images import without_images
 from medexp.scoring import example_scores
-from medexp.scoring.cache import ScoreCache
 from tests.controls.helpers import FakeScorer, examples, fake_context
 
 IDS = ["bench::0", "bench::1", "bench::2"]

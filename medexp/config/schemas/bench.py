@@ -25,6 +25,7 @@ class BenchFormat(str, Enum):
     pmc_oa = "pmc_oa"  # figure corpus: <split>.jsonl {image, caption} + <image_dir>/
     demo_corpus = "demo_corpus"  # generated image_nn reference corpus: splits corpus and ood
     synthetic = "synthetic"  # text-free examples with an easiness e_i, for control=synthetic
+    medvigil = "medvigil"  # MedVIGIL release: manifest.csv + grounding.csv + probes_mcq.csv + images/
 
 @dataclass
 class DemoBenchConfig:
