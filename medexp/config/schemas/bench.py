@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from omegaconf import MISSING
 
@@ -21,12 +21,36 @@ class BenchFormat(str, Enum):
     pmc_oa = "pmc_oa"  # figure corpus: <split>.jsonl {image, caption} + <image_dir>/
     demo_corpus = "demo_corpus"  # generated image_nn reference corpus: splits corpus and ood
     synthetic = "synthetic"  # text-free examples with an easiness e_i, for control=synthetic
+    image_folder = "image_folder"  # classification: <root>/<split>/<class>/<image>, the folder names the class
+    image_csv = "image_csv"  # classification: a metadata CSV (image id and label columns) + image folders
+    demo_classes = "demo_classes"  # the generated classification set of demo scans, in the image_folder layout
 
 @dataclass
 class DemoBenchConfig:
     n_test: int = 400
     n_train: int = 1200
+    # Split "heldout": drawn like the others from its own seed and trained on by no demo model,
+    # the non-members of the membership and memorization detectors.
+    n_heldout: int = 400
     seed: int = 20261121
+
+
+@dataclass
+class DemoClassesConfig:
+    """The generated demo classification set (medexp.demo.classes): scans labelled by a finding.
+
+    ``labels: finding``: the class is the lesion count (``normal``, ``one_lesion`` ..
+    ``three_lesions``); ``labels: side``: where the lesions are (``normal``, ``left``, ``right``,
+    ``upper``, ``lower``). ``class_weights`` maps each class to its sampling weight: the default
+    makes three lesions the rare class (about 6%).
+    """
+
+    labels: str = "finding"
+    n_images: int = 1000
+    class_weights: Dict[str, float] = field(
+        default_factory=lambda: {"normal": 0.55, "one_lesion": 0.25, "two_lesions": 0.14, "three_lesions": 0.06}
+    )
+    seed: int = 20261123
 
 @dataclass
 class DemoCorpusConfig:
@@ -69,7 +93,15 @@ class BenchConfig:
     image_dir: Optional[str] = None  # slake, pmc_oa: image folder (or <image_dir>.zip) under root
     subsample_n: Optional[int] = None  # image_set: n rows drawn uniformly from the first max(4n, n+50)
     subsample_seed: int = 0  # image_set: numpy default_rng seed of that draw
-    label_column: Optional[str] = None  # image_set: the column whose value becomes the answer
+    label_column: Optional[str] = None  # image_set, image_csv: the column whose value becomes the answer (the class)
+    # image_csv: the metadata file under root, its image-id column, the folders under root that
+    # hold the images (searched in order) and the extension appended to an id without one.
+    # HAM10000: HAM10000_metadata.csv, image_id, dx, [HAM10000_images_part_1, HAM10000_images_part_2], .jpg
+    csv_file: Optional[str] = None
+    image_column: Optional[str] = None
+    image_dirs: Optional[List[str]] = None
+    image_extension: Optional[str] = None
     demo: Optional[DemoBenchConfig] = None
     demo_corpus: Optional[DemoCorpusConfig] = None  # demo_corpus: how the corpus is generated
     synthetic: Optional[SyntheticBenchConfig] = None  # synthetic: how the easiness is drawn
+    demo_classes: Optional[DemoClassesConfig] = None  # demo_classes: how the classification set is generated
