@@ -21,6 +21,9 @@ _LOADERS = {
     "pmc_oa": "pmc_oa:load",
     "demo_corpus": "demo_corpus:load",
     "synthetic": "synthetic:load",
+    "image_folder": "classification:load_image_folder",
+    "image_csv": "classification:load_image_csv",
+    "demo_classes": "classification:load_demo_classes",
 }
 _HUB_FORMATS = ("slake", "hf_parquet", "omnimedvqa", "image_set", "pmc_oa")
 # Optional fields that only some formats read: setting one elsewhere is a mistake, not a no-op.
@@ -30,10 +33,15 @@ _FORMAT_FIELDS = {
     "languages": ("slake",),
     "image_dir": ("slake", "pmc_oa"),
     "subsample_n": ("image_set",),
-    "label_column": ("image_set",),
+    "label_column": ("image_set", "image_csv"),
+    "csv_file": ("image_csv",),
+    "image_column": ("image_csv",),
+    "image_dirs": ("image_csv",),
+    "image_extension": ("image_csv",),
     "demo": ("demo", "demo_corpus"),
     "demo_corpus": ("demo_corpus",),
     "synthetic": ("synthetic",),
+    "demo_classes": ("demo_classes",),
 }
 _POSITIVE_FIELDS = ("max_examples", "expected_examples", "subsample_n")
 
