@@ -36,7 +36,11 @@ def demo_classes_root(classes_cfg, cache_dir: str | Path) -> Path:
     """Generate the demo classification set for these settings once, and return its root."""
     from medexp.demo.classes import GENERATOR_VERSION, write_classes
 
+    from medexp.demo.classes import DEFAULT_WEIGHTS
+
+    weights = classes_cfg.class_weights
     settings = {"labels": classes_cfg.labels, "n_images": classes_cfg.n_images,
-                "class_weights": dict(classes_cfg.class_weights), "seed": classes_cfg.seed}
+                "class_weights": dict(DEFAULT_WEIGHTS.get(classes_cfg.labels, {}) if weights is None else weights),
+                "seed": classes_cfg.seed}
     root = Path(cache_dir) / "demo" / f"classes-{stable_hash([GENERATOR_VERSION, settings])}"
     return write_classes(root, **settings)

@@ -28,13 +28,18 @@ IMAGE_SIZE = 96
 SPLIT = "all"  # one split: medexp.train partitions it into train, canary and test
 LESION_COUNT = {"normal": 0, "one_lesion": 1, "two_lesions": 2, "three_lesions": 3}
 CLASSES = {"finding": tuple(LESION_COUNT), "side": ("normal", *SIDES)}
+DEFAULT_WEIGHTS = {
+    "finding": {"normal": 0.55, "one_lesion": 0.25, "two_lesions": 0.14, "three_lesions": 0.06},
+    "side": {"normal": 0.4, **{side: 0.15 for side in SIDES}},
+}
 
 
-def write_classes(root: Path, labels: str, n_images: int, class_weights: dict[str, float], seed: int) -> Path:
+def write_classes(root: Path, labels: str, n_images: int, class_weights: dict[str, float] | None, seed: int) -> Path:
     """Write the set these settings describe into ``root`` once; return ``root``."""
     if labels not in CLASSES:
         raise ValueError(f"demo_classes.labels must be one of {list(CLASSES)}, got {labels!r}")
-    weights = {str(label): float(weight) for label, weight in class_weights.items()}
+    chosen = DEFAULT_WEIGHTS[labels] if class_weights is None else class_weights
+    weights = {str(label): float(weight) for label, weight in chosen.items()}
     unknown = sorted(set(weights) - set(CLASSES[labels]))
     if unknown or not weights:
         raise ValueError(f"demo_classes.class_weights: unknown class(es) {unknown}; the {labels} classes are "

@@ -68,6 +68,11 @@ def demo_model_dir(demo_cfg, cache_dir: str | Path) -> Path:
     return target
 
 
+def read_build_report(model_dir: str | Path) -> dict:
+    """The settings and build report a demo model directory was written with."""
+    return json.loads((Path(model_dir) / _MANIFEST).read_text(encoding="utf-8"))
+
+
 @dataclass
 class _Sample:
     input_ids: list[int]

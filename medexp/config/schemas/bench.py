@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Dict, List, Optional
 
@@ -41,15 +41,13 @@ class DemoClassesConfig:
 
     ``labels: finding``: the class is the lesion count (``normal``, ``one_lesion`` ..
     ``three_lesions``); ``labels: side``: where the lesions are (``normal``, ``left``, ``right``,
-    ``upper``, ``lower``). ``class_weights`` maps each class to its sampling weight: the default
-    makes three lesions the rare class (about 6%).
+    ``upper``, ``lower``). ``class_weights`` maps each class to its sampling weight; None: the
+    labelling's defaults (finding: three lesions is the rare class, about 6%; side: 40% normal).
     """
 
     labels: str = "finding"
     n_images: int = 1000
-    class_weights: Dict[str, float] = field(
-        default_factory=lambda: {"normal": 0.55, "one_lesion": 0.25, "two_lesions": 0.14, "three_lesions": 0.06}
-    )
+    class_weights: Optional[Dict[str, float]] = None
     seed: int = 20261123
 
 @dataclass

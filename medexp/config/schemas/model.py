@@ -9,6 +9,7 @@ from typing import Optional
 from omegaconf import MISSING
 
 from medexp.config.schemas.bench import DemoBenchConfig
+from medexp.config.schemas.train import TrainSpec
 
 
 class ModelFamily(str, Enum):
@@ -22,12 +23,14 @@ class ModelFamily(str, Enum):
     blip2 = "blip2"  # BLIP-2: Q-Former image queries in front of a decoder LM, no chat template
     instructblip = "instructblip"  # BLIP-2 whose Q-Former also reads the instruction
     chexagent = "chexagent"  # BLIP-2-like remote-code checkpoint (StanfordAIMI/CheXagent-8b)
+    image_classifier = "image_classifier"  # AutoModelForImageClassification (ViT, ResNet, ...): the answer is a class
 
 
 class ModelSource(str, Enum):
     hub = "hub"  # a hub id or a local directory written by save_pretrained
     demo = "demo"  # built and trained offline by medexp.demo, then loaded like a hub model
     synthetic = "synthetic"  # no weights: a member of control=synthetic's calibration-model cohort
+    trained = "trained"  # trained by medexp.train as its `train:` section says (on first use), then loaded
 
 
 class DType(str, Enum):
@@ -78,3 +81,8 @@ class ModelConfig:
     # `accelerate` package). None: the whole model goes to `device`.
     device_map: Optional[str] = None
     demo: Optional[DemoModelConfig] = None
+    train: Optional[TrainSpec] = None  # source trained: how the model is trained (medexp.train)
+    # The model config of this model's independent counterpart in a differential audit (trained
+    # from the same initialisation without the canaries): the memorization and membership
+    # detectors' default pair. A trained model's counterpart is its own independent arm.
+    independent: Optional[str] = None
