@@ -134,4 +134,5 @@ def _image_nn(ctx: CellContext) -> DetectorResult:
 # The cohort detectors' evaluators live in their own module; importing it registers them.
 from medexp.runner import cohort_evaluators  # noqa: E402,F401
 from medexp.runner import synthetic_evaluators  # noqa: E402,F401
+from medexp.runner import memorization_evaluators  # noqa: E402,F401
 
