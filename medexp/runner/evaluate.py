@@ -20,8 +20,9 @@ from medexp.detectors.base import DetectorResult
 
 log = logging.getLogger("medexp")
 
-# Model settings that cannot change a score; left out of the score-cache key.
-SCORE_NEUTRAL_MODEL_KEYS = ("name", "device", "device_map", "batch_size", "token_budget")
+# Model settings that cannot change a score; left out of the score-cache key. (`independent` names
+# another model: the counterpart a differential audit pairs this one with.)
+SCORE_NEUTRAL_MODEL_KEYS = ("name", "device", "device_map", "batch_size", "token_budget", "independent")
 
 
 @dataclass

@@ -30,7 +30,12 @@ def tiny_model(name: str = "tiny_vit", n_images: int = 60, **train) -> "OmegaCon
     return cfg
 
 
-def write_config_dir(root, epochs: int = 2, seeds=(1, 2)):
+# Enough capacity and resolution to learn, and to memorise its 9 canaries in 60 epochs.
+SMALL_ARCHITECTURE = {"patch_size": 8, "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                      "intermediate_size": 64}
+
+
+def write_config_dir(root, epochs: int = 2, seeds=(1, 2), image_size: int = 16, architecture=None):
     """A user config folder (``--config-dir``) adding the tiny set as bench=tiny_findings and the
     tiny ViT pair as model=tiny_vit (and tiny_vit_lora), trained for ``epochs`` per seed."""
     import json
@@ -48,7 +53,7 @@ def write_config_dir(root, epochs: int = 2, seeds=(1, 2)):
         "name: tiny_vit-${.train.arm}-s${.train.seed}\nfamily: image_classifier\nsource: trained\ndevice: cpu\n"
         f"train:\n  seed: {seeds[0]}\n  replicate_seeds: {list(seeds)}\n  epochs: {epochs}\n  batch_size: 16\n"
         "  learning_rate: 3e-3\n"
-        f"  init: {{image_size: 16, architecture: {json.dumps(TINY_ARCHITECTURE)}}}\n")
+        f"  init: {{image_size: {image_size}, architecture: {json.dumps(architecture or TINY_ARCHITECTURE)}}}\n")
     (root / "model" / "tiny_vit_lora.yaml").write_text(
         "defaults:\n  - tiny_vit\n  - _self_\nname: tiny_vit_lora-${.train.arm}-s${.train.seed}\ntrain:\n  method: lora\n")
     return root
