@@ -42,7 +42,7 @@ def models_to_train(names, seeds) -> list[DictConfig]:
     a demo model (per seed, when seeds are given) and its counterpart. Each config once."""
     from medexp.config import model_config
     from medexp.config.schemas import TrainArm
-    from medexp.train.pairs import counterpart, is_trained, replicate_seeds, with_seed
+    from medexp.train.pairs import is_trained, replicate_seeds, seeded_pair, with_seed
 
     if not names:
         raise ValueError("nothing to train: list model configs, e.g. models=[demo_vit] or experiment=demo_memorization")
@@ -52,13 +52,22 @@ def models_to_train(names, seeds) -> list[DictConfig]:
         if is_trained(base) and TrainArm(base.train.arm) is not TrainArm.candidate:
             raise ValueError(f"models: list candidate configs; {name} is an independent arm (both arms are trained)")
         for seed in replicate_seeds(base, seeds):
-            variant = base if seed is None else with_seed(base, seed)
-            members = [variant]
-            if is_trained(variant) or variant.get("independent"):
-                members.append(counterpart(variant))
+            if is_trained(base) or base.get("independent"):
+                pair = seeded_pair(base, None, seed)
+                members = [pair.candidate, pair.independent]
+            else:
+                members = [base if seed is None else with_seed(base, seed)]
             for member in members:
-                chosen.setdefault(str(member.name), member)
+                chosen.setdefault(_identity(member), member)
     return list(chosen.values())
+
+
+def _identity(model_cfg) -> str:
+    """What tells two configs apart: a demo model's name stays the same across its seeds."""
+    from medexp.hashing import stable_hash
+    from medexp.runner.evaluate import model_cache_key
+
+    return f"{model_cfg.name}:{stable_hash(model_cache_key(model_cfg))}"
 
 
 def run_training(cfg) -> list[TrainingOutcome]:

@@ -22,10 +22,12 @@ from omegaconf import DictConfig, OmegaConf
 class ModelPairConfigs:
     candidate: DictConfig
     independent: DictConfig
+    seed: int | None = None  # the replicate's training seed (None: the models as configured)
 
     @property
     def label(self) -> str:
-        return f"{self.candidate.name} vs {self.independent.name}"
+        seed = "" if self.seed is None else f" (seed {self.seed})"
+        return f"{self.candidate.name} vs {self.independent.name}{seed}"
 
 
 def is_trained(model_cfg) -> bool:
@@ -72,6 +74,18 @@ def replicate_seeds(model_cfg, seeds: Sequence[int] | None) -> list[int | None]:
     return [None]
 
 
+def seeded_pair(candidate, independent_name: str | None, seed: int | None) -> ModelPairConfigs:
+    """The pair of ``candidate`` retrained with ``seed`` (None: as configured): its counterpart,
+    or the model config ``independent_name``, retrained with the same seed."""
+    from medexp.config import model_config
+
+    seeded = candidate if seed is None else with_seed(candidate, seed)
+    if independent_name is None and is_trained(seeded):
+        return ModelPairConfigs(seeded, counterpart(seeded), seed)  # the same spec: the seed comes along
+    independent = counterpart(candidate) if independent_name is None else model_config(independent_name)
+    return ModelPairConfigs(seeded, independent if seed is None else with_seed(independent, seed), seed)
+
+
 def resolve_pairs(cell_model, pairs: Sequence, seeds: Sequence[int] | None) -> list[ModelPairConfigs]:
     """The (candidate, independent) model configs of ``pairs`` (detector.pairs entries), each
     replicated over the seeds; a candidate of None is ``cell_model``."""
@@ -86,12 +100,6 @@ def resolve_pairs(cell_model, pairs: Sequence, seeds: Sequence[int] | None) -> l
         if is_trained(candidate) and TrainArm(candidate.train.arm) is not TrainArm.candidate:
             raise ValueError(f"model={candidate.name} is an independent arm (train.arm=independent); "
                              "the candidate of a pair must be the arm that saw the canaries")
-        for seed in replicate_seeds(candidate, seeds):
-            seeded = candidate if seed is None else with_seed(candidate, seed)
-            if entry.independent is None:
-                independent = counterpart(seeded)
-            else:
-                named = model_config(str(entry.independent))
-                independent = named if seed is None else with_seed(named, seed)
-            resolved.append(ModelPairConfigs(seeded, independent))
+        independent = None if entry.independent is None else str(entry.independent)
+        resolved += [seeded_pair(candidate, independent, seed) for seed in replicate_seeds(candidate, seeds)]
     return resolved
