@@ -81,7 +81,7 @@ class PairedLosses:
         class_frequency: Sequence[float],
         pairs: Sequence[tuple[str, pd.DataFrame, pd.DataFrame]],
         references: Sequence[tuple[str, pd.DataFrame]] = (),
-    ) -> "PairedLosses":
+    ) -> PairedLosses:
         """From score tables (``medexp.scoring.example_scores``): ``pairs`` holds (label,
         candidate table, independent table), ``references`` (label, table)."""
         ids = list(example_ids)

@@ -50,8 +50,14 @@ def _save(model, processor, directory: Path, modules) -> Path:
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
-    from transformers import ConvNextImageProcessor, ResNetConfig, ResNetForImageClassification, ViTConfig
-    from transformers import ViTForImageClassification, ViTImageProcessor
+    from transformers import (
+        ConvNextImageProcessor,
+        ResNetConfig,
+        ResNetForImageClassification,
+        ViTConfig,
+        ViTForImageClassification,
+        ViTImageProcessor,
+    )
 
     root = tmp_path_factory.mktemp("classifiers")
     torch.manual_seed(0)

@@ -73,7 +73,7 @@ def test_the_independent_order_is_the_candidates_without_the_canaries():
 
 
 def test_the_pair_is_saved_with_its_partition_and_loads_as_a_classifier(full_pair, cache):
-    candidate, independent, candidate_dir, independent_dir = full_pair
+    candidate, _, candidate_dir, independent_dir = full_pair
     assert candidate_dir != independent_dir
     records = read_manifest(candidate_dir), read_manifest(independent_dir)
     examples = load_benchmark_from_config(candidate.train.data, cache).examples

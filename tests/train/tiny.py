@@ -17,7 +17,7 @@ def tiny_data(n_images: int = 60, seed: int = 3):
                        demo_classes=DemoClassesConfig(n_images=n_images, seed=seed, class_weights=weights))
 
 
-def tiny_model(name: str = "tiny_vit", n_images: int = 60, **train) -> "OmegaConf":
+def tiny_model(name: str = "tiny_vit", n_images: int = 60, **train):
     """A trained-model config (source: trained) over the tiny set; ``train`` sets spec fields."""
     spec = TrainSpec(data=tiny_data(n_images), epochs=2, batch_size=16, learning_rate=3e-3, replicate_seeds=[1, 2],
                      seed=1)
