@@ -24,6 +24,9 @@ _LOADERS = {
     "demo_corpus": "demo_corpus:load",
     "synthetic": "synthetic:load",
     "medvigil": "medvigil:load",
+    "image_folder": "classification:load_image_folder",
+    "image_csv": "classification:load_image_csv",
+    "demo_classes": "classification:load_demo_classes",
 }
 _HUB_FORMATS = ("slake", "hf_parquet", "vqa_rad", "omnimedvqa", "image_set", "pmc_oa", "medvigil")
 # Optional fields that only some formats read: setting one elsewhere is a mistake, not a no-op.
@@ -33,10 +36,15 @@ _FORMAT_FIELDS = {
     "languages": ("slake",),
     "image_dir": ("slake", "pmc_oa", "vqa_rad", "vqa_rad_osf"),
     "subsample_n": ("image_set",),
-    "label_column": ("image_set",),
+    "label_column": ("image_set", "image_csv"),
+    "csv_file": ("image_csv",),
+    "image_column": ("image_csv",),
+    "image_dirs": ("image_csv",),
+    "image_extension": ("image_csv",),
     "demo": ("demo", "demo_corpus"),
     "demo_corpus": ("demo_corpus",),
     "synthetic": ("synthetic",),
+    "demo_classes": ("demo_classes",),
 }
 
 

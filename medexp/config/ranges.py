@@ -72,6 +72,11 @@ def positive(default: float):
     return _ranged(default, Range(low=0.0, low_open=True))
 
 
+def share(default: float):
+    """A share in (0, 1]: more than nothing, at most all."""
+    return _ranged(default, Range(0.0, 1.0, low_open=True))
+
+
 def percent(default: float):
     """A percentage in (0, 100]."""
     return _ranged(default, Range(0.0, 100.0, low_open=True))
@@ -90,10 +95,10 @@ def validate(cfg: Any, path: str = "") -> None:
     schema = OmegaConf.get_type(cfg)
     fields = dataclasses.fields(schema) if dataclasses.is_dataclass(schema) else ()
     declared = {f.name: f.metadata["range"] for f in fields if "range" in f.metadata}
-    check_values = getattr(schema, "check_values", None)
-    problem = check_values(cfg) if check_values is not None else None
+    check_values = getattr(schema, "check_values", None)  # cross-field rules: (node, path) -> problem
+    problem = check_values(cfg, path or "config") if check_values is not None else None
     if problem:
-        raise ConfigRangeError(f"{path or 'config'}: {problem}")
+        raise ConfigRangeError(problem)
     for key in cfg.keys():
         if OmegaConf.is_missing(cfg, key) or (not path and key == "hydra"):  # Hydra validates its own node
             continue

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from omegaconf import OmegaConf
 
-from medexp.config.schemas import ControlKind, ExchConfig, ExchRankConfig, ImageNNConfig
+from medexp.config.schemas import (
+    ControlKind,
+    ExchConfig,
+    ExchRankConfig,
+    ImageNNConfig,
+    MembershipConfig,
+    MemorizationConfig,
+)
 
 _SCORE_ORDER = "the order comes from the cell model's scores, but image_nn uses no model and does not depend on order"
 # image_nn compares benchmark images with a corpus: no model scores anything.
@@ -16,6 +23,12 @@ _NOT_FOR_IMAGE_NN = {
 }
 _SYNTHETIC = ("it replaces a cohort's score tables by draws from the calibration model; it applies to the cohort "
               "detectors (mink_tail, topk_jaccard, loss) and composition_sweep only")
+# memorization and membership compare a candidate with the independent model trained beside it
+_NOT_FOR_PAIRS = {
+    ControlKind.synthetic: _SYNTHETIC,
+    ControlKind.external_baseline: ("a baseline model has no independent counterpart trained without the canaries; "
+                                    "name further pairs in detector.pairs or references in detector.reference_models"),
+}
 
 
 def check_control_fits(control_cfg, detector_cfg) -> None:
@@ -31,6 +44,8 @@ def control_misfit(kind: ControlKind, detector_schema: type) -> str | None:
         return _SYNTHETIC
     if detector_schema is ImageNNConfig:
         return _NOT_FOR_IMAGE_NN.get(kind)
+    if detector_schema in (MemorizationConfig, MembershipConfig) and kind in _NOT_FOR_PAIRS:
+        return _NOT_FOR_PAIRS[kind]
     if kind is ControlKind.negative_images:
         return ("it replaces the benchmark's images by an out-of-domain image set, which only the image "
                 "detector reads; it applies to image_nn only")

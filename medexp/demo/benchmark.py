@@ -1,8 +1,9 @@
 """The ``demo`` benchmark: SLAKE-like VQA over synthetic scans, generated offline and deterministically.
 
 Every record is one draw of a random process (content type, answer type, template, scan, wording),
-so the released order carries no content structure. ``write_benchmark`` stores a test and a train
-split in the generic ``local`` format (``<root>/<split>.jsonl`` plus ``images/``).
+so the released order carries no content structure. ``write_benchmark`` stores a test, a train and
+a held-out split in the generic ``local`` format (``<root>/<split>.jsonl`` plus ``images/``). No
+demo model trains on the held-out split: it holds the non-members of the membership detectors.
 """
 
 from __future__ import annotations
@@ -143,22 +144,29 @@ def generate_records(n: int, seed: int, split: str) -> list[dict[str, Any]]:
     return [_draw_record(rng, split, k) for k in range(n)]
 
 
-def write_benchmark(root: Path, n_test: int = 400, n_train: int = 1200, seed: int = 20261121) -> Path:
-    """Write the test and train splits, their images and a manifest into ``root``; return ``root``.
+def write_benchmark(
+    root: Path, n_test: int = 400, n_train: int = 1200, n_heldout: int = 400, seed: int = 20261121
+) -> Path:
+    """Write the test, train and heldout splits, their images and a manifest into ``root``; return ``root``.
 
     Written atomically by :func:`medexp.demo.directory.build_once`: ``root`` either holds a
     complete benchmark or does not exist, and a complete one with the same version, seed and
     counts is returned untouched.
     """
-    counts = {"test": n_test, "train": n_train}
+    counts = {"test": n_test, "train": n_train, "heldout": n_heldout}
     identity = {"generator": GENERATOR_VERSION, "seed": seed, "counts": counts, "image_size": IMAGE_SIZE}
     return build_once(Path(root), identity, sum(counts.values()), lambda tmp: _write_into(tmp, seed, counts))
 
 
 def split_seeds(seed: int) -> dict[str, int]:
-    """Independent sub-seeds for the test and train splits, so they share no draws."""
-    test, train = np.random.SeedSequence(seed).spawn(2)
-    return {"test": int(test.generate_state(1)[0]), "train": int(train.generate_state(1)[0])}
+    """Independent sub-seeds for the test, train and heldout splits, so they share no draws.
+
+    The held-out split came last, as the third child: ``spawn(3)`` gives the same first two
+    children as ``spawn(2)`` did, so the test and train splits kept their bytes.
+    """
+    test, train, heldout = np.random.SeedSequence(seed).spawn(3)
+    return {split: int(child.generate_state(1)[0]) for split, child in
+            (("test", test), ("train", train), ("heldout", heldout))}
 
 
 def _write_into(directory: Path, seed: int, counts: dict[str, int]) -> None:

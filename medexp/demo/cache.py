@@ -11,7 +11,8 @@ def demo_benchmark_root(demo_cfg, cache_dir: str | Path) -> Path:
     """Generate the demo benchmark for these settings once, and return its root."""
     from medexp.demo.benchmark import GENERATOR_VERSION, write_benchmark
 
-    settings = {"n_test": demo_cfg.n_test, "n_train": demo_cfg.n_train, "seed": demo_cfg.seed}
+    settings = {"n_test": demo_cfg.n_test, "n_train": demo_cfg.n_train, "n_heldout": demo_cfg.n_heldout,
+                "seed": demo_cfg.seed}
     root = Path(cache_dir) / "demo" / f"bench-{stable_hash([GENERATOR_VERSION, settings])}"
     return write_benchmark(root, **settings)
 
@@ -29,3 +30,17 @@ def demo_corpus_root(bench_cfg, cache_dir: str | Path) -> Path:
     bench_root = demo_benchmark_root(bench, cache_dir)
     root = Path(cache_dir) / "demo" / f"corpus-{stable_hash([GENERATOR_VERSION, settings, bench_root.name])}"
     return write_corpus(root, bench_root, **settings)
+
+
+def demo_classes_root(classes_cfg, cache_dir: str | Path) -> Path:
+    """Generate the demo classification set for these settings once, and return its root."""
+    from medexp.demo.classes import GENERATOR_VERSION, write_classes
+
+    from medexp.demo.classes import DEFAULT_WEIGHTS
+
+    weights = classes_cfg.class_weights
+    settings = {"labels": classes_cfg.labels, "n_images": classes_cfg.n_images,
+                "class_weights": dict(DEFAULT_WEIGHTS.get(classes_cfg.labels, {}) if weights is None else weights),
+                "seed": classes_cfg.seed}
+    root = Path(cache_dir) / "demo" / f"classes-{stable_hash([GENERATOR_VERSION, settings])}"
+    return write_classes(root, **settings)

@@ -24,7 +24,8 @@ def build_once(root: Path, identity: dict[str, Any], n_images: int, write_into: 
     """Run ``write_into(tmp_dir)`` unless ``root`` already holds this data set; return ``root``.
 
     ``identity`` must contain ``generator`` (a version string starting with ``demo-``) and every
-    setting that changes the output; ``n_images`` is the number of files ``images/`` must hold.
+    setting that changes the output; ``n_images`` is the number of files ``images/`` (and its
+    sub-folders) must hold.
     """
     root = Path(root)
     if not str(identity.get("generator", "")).startswith(_DEMO_PREFIX):
@@ -80,7 +81,8 @@ def _is_complete(root: Path, identity: dict[str, Any], n_images: int) -> bool:
         if not path.is_file() or _sha256(path) != digest:
             return False
     images = root / "images"
-    return images.is_dir() and sum(1 for _ in os.scandir(images)) == n_images
+    # images/ may hold class folders (the image_folder layout): every file below it counts
+    return images.is_dir() and sum(1 for path in images.rglob("*") if path.is_file()) == n_images
 
 
 def _remove_outdated(root: Path) -> None:

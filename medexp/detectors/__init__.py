@@ -7,17 +7,23 @@ from medexp.detectors.composition_sweep import composition_sweep_detector
 from medexp.detectors.exch_rank import exch_rank_detector
 from medexp.detectors.image_nn import image_nn_detector
 from medexp.detectors.loss import loss_detector
+from medexp.detectors.differential import PairedLosses
+from medexp.detectors.membership import membership_detector
+from medexp.detectors.memorization import memorization_detector
 from medexp.detectors.mink_tail import mink_tail_detector
 from medexp.detectors.topk_jaccard import topk_jaccard_detector
 
 __all__ = [
     "CohortScores",
     "DetectorResult",
+    "PairedLosses",
     "composition_sweep_detector",
     "exch_detector",
     "exch_rank_detector",
     "image_nn_detector",
     "loss_detector",
+    "membership_detector",
+    "memorization_detector",
     "mink_tail_detector",
     "topk_jaccard_detector",
 ]

@@ -20,6 +20,12 @@ def model_location(model_cfg, cache_dir: str | Path) -> str:
         from medexp.demo.models import demo_model_dir
 
         return str(demo_model_dir(model_cfg.demo, cache_dir))
+    if ModelSource(model_cfg.source) is ModelSource.trained:
+        if model_cfg.train is None:
+            raise ValueError(f"model={model_cfg.name}: source 'trained' needs a `train:` section")
+        from medexp.train.models import trained_model_dir
+
+        return str(trained_model_dir(model_cfg.train, cache_dir))
     if not model_cfg.pretrained:
         raise ValueError(f"model={model_cfg.name}: set `pretrained` to a hub id or a local directory")
     return str(model_cfg.pretrained)
@@ -64,6 +70,7 @@ ADAPTERS = {
     "blip2": "medexp.models.blip:Blip2Scorer",
     "instructblip": "medexp.models.blip:InstructBlipScorer",
     "chexagent": "medexp.models.blip:CheXagentScorer",
+    "image_classifier": "medexp.models.classifier:ImageClassifierScorer",
 }
 
 # Families that answer probes through an API or a file and have no weights to score with.

@@ -46,14 +46,13 @@ class PreparedExample:
     boundary_merged: bool
 
 
-class HFScorer:
-    """Teacher-forced scoring of gold answers, and of raw text for the exchangeability test."""
+class CheckpointScorer:
+    """What every adapter shares: its settings checked, the checkpoint's architecture checked,
+    processor and model loaded in the configured dtype and placed on the device, in eval mode."""
 
-    # Processor outputs aligned with input_ids that must be widened to cover the appended answer.
-    # Everything else the processor returns (pixel_values, image_grid_thw, ...) passes unchanged.
-    SEQUENCE_KEYS: tuple[str, ...] = ("token_type_ids", "mm_token_type_ids")
-    # The transformers class the family's checkpoints load with, and the config.model_type values
+    # The transformers classes the family's checkpoints load with, and the config.model_type values
     # it accepts (empty: any); a checkpoint of another architecture fails with a clear message.
+    PROCESSOR_CLASS: str = "AutoProcessor"
     MODEL_CLASS: str = "AutoModelForImageTextToText"
     MODEL_TYPES: tuple[str, ...] = ()
     # dtypes the family's weights are known to break in, with the reason.
@@ -80,9 +79,6 @@ class HFScorer:
             # The layers may sit on several devices; inputs go where the embeddings are.
             self.device = self.model.get_input_embeddings().weight.device
         self.model.eval()
-        self.tokenizer = self.processor.tokenizer
-        self.use_chat = bool(model_cfg.use_chat_template and getattr(self.processor, "chat_template", None))
-        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
 
     # ------------------------------------------------------------------ checks
     @property
@@ -115,16 +111,30 @@ class HFScorer:
                 "set `family` to the checkpoint's family (or generic)"
             )
 
-    # ------------------------------------------------------------------ family hooks
     def load(self, location: str, dtype, common: dict[str, Any]):
-        """The processor and the model of a checkpoint (families name their model class)."""
+        """The processor and the model of a checkpoint (families name their classes)."""
         import transformers
 
-        processor = transformers.AutoProcessor.from_pretrained(location, **common)
+        processor = getattr(transformers, self.PROCESSOR_CLASS).from_pretrained(location, **common)
         model_class = getattr(transformers, self.MODEL_CLASS)
         model = model_class.from_pretrained(location, dtype=dtype, device_map=self.device_map, **common)
         return processor, model
 
+
+class HFScorer(CheckpointScorer):
+    """Teacher-forced scoring of gold answers, and of raw text for the exchangeability test."""
+
+    # Processor outputs aligned with input_ids that must be widened to cover the appended answer.
+    # Everything else the processor returns (pixel_values, image_grid_thw, ...) passes unchanged.
+    SEQUENCE_KEYS: tuple[str, ...] = ("token_type_ids", "mm_token_type_ids")
+
+    def __init__(self, model_cfg, location: str):
+        super().__init__(model_cfg, location)
+        self.tokenizer = self.processor.tokenizer
+        self.use_chat = bool(model_cfg.use_chat_template and getattr(self.processor, "chat_template", None))
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+
+    # ------------------------------------------------------------------ family hooks
     def processor_inputs(self, prompts: list[str], images: list | None):
         """Model inputs of a batch of prompts (and their images), as the processor builds them."""
         # A chat template writes every special token itself (Gemma's writes <bos>), so the

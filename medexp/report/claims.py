@@ -63,7 +63,7 @@ class Evidence:
     name: str
     selection: Selection
     condition: Condition
-    quantifier: str  # "all" or "any"
+    quantifier: str  # "all", "any" or "sign_test"
 
 
 @dataclass(frozen=True)

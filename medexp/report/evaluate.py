@@ -2,7 +2,8 @@
 
 An evidence item selects cells (each combination of the names it lists is an expected cell
 group; an axis given as "*" matches any name but its group needs at least one run) and checks
-its condition on each selected cell, combined with ``all`` or ``any``. The item has no evidence
+its condition on each selected cell, combined with ``all``, ``any`` or ``sign_test`` (more cells
+meet it than chance: a one-sided exact sign test at p < 0.05). The item has no evidence
 when a group has no finished run or a selected cell lacks a value the condition reads (or holds
 NaN). A claim takes its ``holds`` word when every item holds, its ``fails`` word when all items
 have evidence and one fails, and "no evidence" when any item lacks evidence.
@@ -97,10 +98,23 @@ def evaluate_evidence(evidence: Evidence, index: CellIndex) -> EvidenceResult:
                 checks.append(CellCheck(cell, values, condition.holds(values)))
     if missing:
         outcome = Outcome.no_evidence
+    elif evidence.quantifier == "sign_test":
+        met = sum(check.met for check in checks)
+        outcome = Outcome.holds if sign_test_p(met, len(checks)) < SIGN_TEST_LEVEL else Outcome.fails
     else:
         combine = all if evidence.quantifier == "all" else any
         outcome = Outcome.holds if combine(check.met for check in checks) else Outcome.fails
     return EvidenceResult(evidence, tuple(checks), tuple(missing), outcome)
+
+
+SIGN_TEST_LEVEL = 0.05
+
+
+def sign_test_p(met: int, cells: int) -> float:
+    """One-sided exact sign test that more than half the cells meet a condition (1 for no cells)."""
+    from scipy.stats import binomtest
+
+    return float(binomtest(met, cells, 0.5, alternative="greater").pvalue) if cells else 1.0
 
 
 def _pattern(names: dict[str, str]) -> str:

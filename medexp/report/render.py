@@ -103,7 +103,8 @@ def _evidence_blocks(item: EvidenceResult) -> list[Block]:
 
 def _rule_text(item: EvidenceResult) -> list:
     evidence = item.evidence
-    which = "every selected cell" if evidence.quantifier == "all" else "at least one selected cell"
+    which = {"all": "every selected cell", "any": "at least one selected cell",
+             "sign_test": "more selected cells than chance (one-sided sign test, p < 0.05)"}[str(evidence.quantifier)]
     return [f"{which} ({evidence.selection.describe()}) satisfies ", Code(evidence.condition.text), "."]
 
 

@@ -21,8 +21,9 @@ from medexp.runner.inputs import CellInputs, load_inputs
 
 log = logging.getLogger("medexp")
 
-# Model settings that cannot change a score; left out of the score-cache key.
-SCORE_NEUTRAL_MODEL_KEYS = ("name", "device", "device_map", "batch_size", "token_budget")
+# Model settings that cannot change a score; left out of the score-cache key. (`independent` names
+# another model: the counterpart a differential audit pairs this one with.)
+SCORE_NEUTRAL_MODEL_KEYS = ("name", "device", "device_map", "batch_size", "token_budget", "independent")
 
 
 @dataclass
@@ -149,4 +150,5 @@ def _image_nn(ctx: CellContext) -> DetectorResult:
 # The cohort detectors' evaluators live in their own module; importing it registers them.
 from medexp.runner import cohort_evaluators  # noqa: E402,F401
 from medexp.runner import synthetic_evaluators  # noqa: E402,F401
+from medexp.runner import memorization_evaluators  # noqa: E402,F401
 

@@ -16,15 +16,23 @@ def answer_token_scores(logits: torch.Tensor, input_ids: torch.Tensor, answer_ma
     target_mask = answer_mask[:, 1:]
     rows, cols = target_mask.nonzero(as_tuple=True)
     # Only answer positions go through the full-vocabulary softmax: prompts are much longer.
-    log_probs = torch.log_softmax(logits[rows, cols].double(), dim=-1)
-    targets = input_ids[rows, cols + 1]
-    token_logprob = log_probs.gather(-1, targets[:, None]).squeeze(-1)
+    token_logprob, z = label_scores(logits[rows, cols], input_ids[rows, cols + 1])
+    counts = target_mask.sum(dim=1).tolist()
+    return list(token_logprob.split(counts)), list(z.split(counts))
+
+
+def label_scores(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """log p(target) and its Min-K%++ z under the softmax of each row of ``logits`` (float64).
+
+    ``logits`` is (rows, outcomes): a vocabulary for a token, the classes for an image classifier.
+    z = (log p(target) - mu) / sigma, mu and sigma^2 the mean and variance of log p under p.
+    """
+    log_probs = torch.log_softmax(logits.double(), dim=-1)
+    logprob = log_probs.gather(-1, targets[:, None]).squeeze(-1)
     probs = log_probs.exp()
     mu = (probs * log_probs).sum(-1)
     variance = (probs * log_probs.square()).sum(-1) - mu.square()
-    z = (token_logprob - mu) / variance.clamp_min(1e-12).sqrt()
-    counts = target_mask.sum(dim=1).tolist()
-    return list(token_logprob.split(counts)), list(z.split(counts))
+    return logprob, (logprob - mu) / variance.clamp_min(1e-12).sqrt()
 
 
 def sequence_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, target_mask: torch.Tensor) -> torch.Tensor:

@@ -39,9 +39,9 @@ def test_the_schema_is_registered_and_typed():
 
 @pytest.mark.parametrize(("change", "message"), [
     ({"temperature": 0.7}, r"answer.temperature=0.7: answers are greedy .* unless answer.allow_sampling=true"),
-    ({"temperature": -1.0, "allow_sampling": True}, "answer.temperature must be >= 0"),
-    ({"max_new_tokens": 0}, "answer.max_new_tokens must be at least 1"),
-    ({"rouge_threshold": 0.0}, r"answer.rouge_threshold must lie in \(0, 1\]"),
+    ({"temperature": -1.0, "allow_sampling": True}, r"answer.temperature=-1.0 is out of range: allowed >= 0"),
+    ({"max_new_tokens": 0}, r"answer.max_new_tokens=0 is out of range: allowed >= 1"),
+    ({"rouge_threshold": 0.0}, r"answer.rouge_threshold=0.0 is out of range: allowed \(0, 1\]"),
     ({"choice_template": "{question}\nAnswer:"}, r"answer.choice_template lacks \['options'\]"),
     ({"choice_template": "{question}\n{options}\n{context}"}, r"answer.choice_template has unknown field\(s\) \['context'\]"),
     ({"option_line": "{text}"}, r"answer.option_line lacks \['letter'\]"),

@@ -20,12 +20,16 @@ MISFITS = [
     ("image_nn", "order_answer_len", "image_nn uses no model"),
     ("image_nn", "order_mink", "image_nn uses no model"),
     ("exch_rank", "synthetic", "applies to the cohort detectors"),
+    ("memorization", "synthetic", "applies to the cohort detectors"),
+    ("membership", "external_baseline_demo", "no independent counterpart"),
+    ("memorization", "negative_demo_ood", "applies to image_nn only"),
 ]
 FITS = [
     ("image_nn", "negative_demo_ood"), ("image_nn", "order_hash"), ("image_nn", "none"),
     ("exch", "order_answer_len"), ("exch", "order_mink"), ("exch", "external_baseline"),
     ("exch_rank", "blind_image"), ("exch_rank", "order_mink"), ("exch_rank", "external_baseline_demo"),
     ("mink_tail", "blind_image"), ("topk_jaccard", "external_baseline"), ("loss", "order_answer_len"),
+    ("memorization", "order_hash"), ("membership", "blind_image"),
 ]
 
 

@@ -24,9 +24,11 @@ from medexp.demo.benchmark import (
 from medexp.demo.scans import MODALITIES, ORGANS, SIDES, ScanSpec, png_bytes, render_scan
 
 SEED = 20261121
-SMALL = {"n_test": 40, "n_train": 60, "seed": SEED}
+SMALL = {"n_test": 40, "n_train": 60, "n_heldout": 30, "seed": SEED}
 # Pinned outputs: a change here means the released benchmark changed, so GENERATOR_VERSION must move.
 GOLDEN_SMALL_TEST_SHA256 = "c4f39da0be4ed5cbd6b8b3732eda71213b73788a9a3cee6e206f0dc11717b156"
+# Pinned before the heldout split existed: adding it must leave the train split's bytes alone too.
+GOLDEN_SMALL_TRAIN_SHA256 = "b9479d6e8e69cc7f2cc6024d6ea704812c25cdc7dc79d19ffc65651f590aa8c8"
 GOLDEN_SCAN_SHA256 = "0af927623df10f8aa61d1540b0a368efb4bec403ee200abaa7b32c563dc0b49c"
 
 
@@ -46,7 +48,8 @@ def default_root(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def records() -> list[dict]:
     seeds = split_seeds(SEED)
-    return generate_records(400, seeds["test"], "test") + generate_records(1200, seeds["train"], "train")
+    return (generate_records(400, seeds["test"], "test") + generate_records(1200, seeds["train"], "train")
+            + generate_records(400, seeds["heldout"], "heldout"))
 
 
 # --- determinism ------------------------------------------------------------------------------
@@ -66,6 +69,7 @@ def test_two_writes_are_byte_identical(tmp_path):
 def test_output_matches_pinned_hashes(tmp_path):
     root = write_benchmark(tmp_path / "demo", **SMALL)
     assert sha256(root / "test.jsonl") == GOLDEN_SMALL_TEST_SHA256
+    assert sha256(root / "train.jsonl") == GOLDEN_SMALL_TRAIN_SHA256
     spec = ScanSpec("Ultrasound", "kidney", True, "lower", 3, seed=7)
     assert hashlib.sha256(png_bytes(render_scan(spec))).hexdigest() == GOLDEN_SCAN_SHA256
 
@@ -88,9 +92,9 @@ def test_counts_ids_and_released_order(default_root):
     manifest = json.loads((default_root / "manifest.json").read_text())
     assert manifest["generator"] == GENERATOR_VERSION
     assert manifest["seed"] == SEED
-    assert manifest["counts"] == {"test": 400, "train": 1200}
+    assert manifest["counts"] == {"test": 400, "train": 1200, "heldout": 400}
     seeds = split_seeds(SEED)
-    for split, n in (("test", 400), ("train", 1200)):
+    for split, n in (("test", 400), ("train", 1200), ("heldout", 400)):
         rows = read_rows(default_root / f"{split}.jsonl")
         assert len(rows) == n
         assert manifest["sha256"][f"{split}.jsonl"] == sha256(default_root / f"{split}.jsonl")
@@ -100,7 +104,25 @@ def test_counts_ids_and_released_order(default_root):
         assert rows == [{key: record[key] for key in FILE_KEYS} for record in drawn]
         for row in rows[:: n // 10]:
             assert (default_root / row["image"]).is_file()
-    assert len(list((default_root / "images").iterdir())) == 1600
+    assert len(list((default_root / "images").iterdir())) == 2000
+
+
+def test_the_heldout_split_left_the_test_and_train_seeds_as_they_were():
+    """The held-out split is the third child of the seed sequence: spawn(3) gives the same first
+    two children as spawn(2), which seeded the test and train splits before it existed."""
+    old_test, old_train = np.random.SeedSequence(SEED).spawn(2)
+    seeds = split_seeds(SEED)
+    assert seeds["test"] == int(old_test.generate_state(1)[0])
+    assert seeds["train"] == int(old_train.generate_state(1)[0])
+    assert len(set(seeds.values())) == 3
+
+
+def test_heldout_shares_no_image_or_question_with_the_splits_models_train_on(default_root):
+    heldout = read_rows(default_root / "heldout.jsonl")
+    seen = read_rows(default_root / "test.jsonl") + read_rows(default_root / "train.jsonl")
+    assert not {row["image"] for row in heldout} & {row["image"] for row in seen}
+    seen_pairs = {(row["question"], row["answer"]) for row in seen}
+    assert sum((row["question"], row["answer"]) in seen_pairs for row in heldout) < 0.05 * len(heldout)
 
 
 def test_test_split_mix_and_diversity(default_root):
@@ -290,9 +312,9 @@ def test_damaged_or_different_benchmark_is_regenerated(tmp_path):
     (root / "test.jsonl").write_bytes(good[: len(good) // 2])
     write_benchmark(root, **SMALL)
     assert (root / "test.jsonl").read_bytes() == good
-    write_benchmark(root, n_test=10, n_train=5, seed=SEED)
-    assert json.loads((root / "manifest.json").read_text())["counts"] == {"test": 10, "train": 5}
-    assert len(list((root / "images").iterdir())) == 15
+    write_benchmark(root, n_test=10, n_train=5, n_heldout=3, seed=SEED)
+    assert json.loads((root / "manifest.json").read_text())["counts"] == {"test": 10, "train": 5, "heldout": 3}
+    assert len(list((root / "images").iterdir())) == 18
 
 
 def test_foreign_directory_is_never_overwritten(tmp_path):

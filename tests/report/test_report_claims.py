@@ -73,7 +73,7 @@ BAD_FILES = {
     "unknown_key": (GOOD.format(id="unknown_key") + "evidnce: []\n", "Key 'evidnce' not in 'ClaimConfig'"),
     "unknown_item_key": (GOOD.format(id="unknown_item_key").replace("require:", "requires:"), "Key 'requires'"),
     "bad_quantifier": (GOOD.format(id="bad_quantifier").replace("    require", "    quantifier: most\n    require"),
-                       "Invalid value 'most', expected one of \\[all, any\\]"),
+                       "Invalid value 'most', expected one of \\[all, any, sign_test\\]"),
     "wrong_type": ("id: wrong_type\nsentence: s\nevidence: just text\nstatuses: {holds: a, fails: b}\n", "evidence"),
     "unsafe": (GOOD.format(id="unsafe").replace("p_value < 0.05", "__import__('os').getcwd() == 1"),
                "evidence 'release'.*not allowed"),

@@ -152,7 +152,7 @@ def test_a_bad_claim_file_stops_the_report_with_its_name(tracking_uri, tmp_path)
         """))
     result = run_report(f"tracking.uri={tracking_uri}", f"output_dir={tmp_path / 'out'}", "--config-dir", str(tmp_path))
     assert result.returncode != 0
-    assert "claims/broken.yaml" in result.stderr and "expected one of [all, any]" in result.stderr
+    assert "claims/broken.yaml" in result.stderr and "expected one of [all, any, sign_test]" in result.stderr
     assert not Path(tmp_path / "out").exists()
 
 

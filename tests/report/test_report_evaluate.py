@@ -109,6 +109,24 @@ def test_quantifier_any_needs_one_cell():
     assert evaluate_claim(claim(every), index).outcome is Outcome.fails
 
 
+def test_quantifier_sign_test_needs_more_cells_than_chance():
+    """The audit's cross-cell evidence: the sign of a per-cell statistic, tested over the cells."""
+    from medexp.report.evaluate import sign_test_p
+
+    runs = [tracked(f"m{i}", "ham", "memorization", "none", {"rarity_spearman_rho": rho})
+            for i, rho in enumerate([-0.4, -0.3, -0.15, -0.2, -0.1, 0.05])]
+    index = CellIndex.from_runs(runs)
+    rare = evidence("rarity", "rarity_spearman_rho < 0", "sign_test", bench="ham", detector="memorization")
+    # 5 of 6 cells negative: one-sided p = (6 + 1) / 64 = 0.109, not below 0.05
+    assert sign_test_p(5, 6) == pytest.approx(7 / 64)
+    assert evaluate_claim(claim(rare), index).outcome is Outcome.fails
+    more = CellIndex.from_runs(runs + [tracked(f"n{i}", "ham", "memorization", "none", {"rarity_spearman_rho": -0.2})
+                                       for i in range(4)])
+    # 9 of 10: p = 11 / 1024
+    assert sign_test_p(9, 10) == pytest.approx(11 / 1024)
+    assert evaluate_claim(claim(rare), more).outcome is Outcome.holds
+
+
 def test_missing_cells_are_named_and_a_failed_runs_error_is_surfaced():
     index = CellIndex.from_runs(RUNS)
     result = evaluate_claim(claim(

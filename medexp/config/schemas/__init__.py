@@ -2,8 +2,9 @@
 
 Registered in Hydra's ConfigStore by :func:`register_schemas`, so that a YAML file with a wrong
 type or an unknown key fails at composition with a message naming the offending key.
-One module per axis (model, bench, detector, images, control, root, report) and one for the
-answering section that answering detectors embed (answers); model, benchmark and
+One module per axis (model, bench, detector, images, control, root, report), one for the
+answering section that answering detectors embed (answers) and two for `python -m medexp.train`
+(train, train_app); model, benchmark and
 tracking configs share one schema each; detectors and controls have one
 schema per kind, selected by the YAML file's defaults list (``/schema/detector@_here_: exch``).
 """
@@ -20,6 +21,7 @@ from medexp.config.schemas.bench import (  # noqa: F401
     BenchConfig,
     BenchFormat,
     DemoBenchConfig,
+    DemoClassesConfig,
     DemoCorpusConfig,
     SyntheticBenchConfig,
 )
@@ -36,10 +38,16 @@ from medexp.config.schemas.detector import (  # noqa: F401
     CohortDetectorBase,
     CompositionSweepConfig,
     DetectorBase,
+    DifferentialDetectorBase,
     ExchConfig,
     ExchRankConfig,
+    LiraVariance,
     LossConfig,
+    MembershipAttack,
+    MembershipConfig,
+    MemorizationConfig,
     MinkTailConfig,
+    ModelPair,
     RankBy,
     TopKJaccardConfig,
 )
@@ -73,6 +81,16 @@ from medexp.config.schemas.root import (  # noqa: F401
     PathsConfig,
     TrackingConfig,
 )
+from medexp.config.schemas.train import (  # noqa: F401
+    DPSettings,
+    InitConfig,
+    LoraSettings,
+    PartitionConfig,
+    TrainArm,
+    TrainMethod,
+    TrainSpec,
+)
+from medexp.config.schemas.train_app import TrainAppConfig  # noqa: F401
 
 DETECTOR_SCHEMAS = {
     "exch": ExchConfig,
@@ -82,6 +100,8 @@ DETECTOR_SCHEMAS = {
     "loss": LossConfig,
     "image_nn": ImageNNConfig,
     "composition_sweep": CompositionSweepConfig,
+    "memorization": MemorizationConfig,
+    "membership": MembershipConfig,
 }
 EMBEDDER_SCHEMAS = {"open_clip": OpenClipEmbedderConfig, "phash": PHashEmbedderConfig}
 CONTROL_SCHEMAS = {
@@ -100,6 +120,7 @@ def register_schemas() -> None:
     store = ConfigStore.instance()
     store.store(name="config_schema", node=Config)
     store.store(name="report_schema", node=ReportConfig)
+    store.store(name="train_schema", node=TrainAppConfig)
     store.store(group="schema", name="claim", node=ClaimConfig)
     store.store(group="schema", name="answer", node=AnswerConfig)
     for name, node in DETECTOR_SCHEMAS.items():

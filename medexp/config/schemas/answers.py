@@ -23,13 +23,16 @@ class FreeTextMetric(str, Enum):
     rouge_l = "rouge_l"  # ROUGE-L F1 (rouge-score) of the normalised texts >= rouge_threshold
 
 
+from medexp.config.ranges import at_least, share
+
+
 @dataclass
 class AnswerConfig:
     mode: AnswerMode = AnswerMode.generate
-    max_new_tokens: int = 8  # generated tokens per reply (sent as max_tokens to an API)
+    max_new_tokens: int = at_least(8, 1)  # generated tokens per reply (sent as max_tokens to an API)
     # Greedy by default. Any other value is refused unless allow_sampling is true; then it is
     # sent as given and recorded with the cell's params. Never replaced by another value.
-    temperature: float = 0.0
+    temperature: float = at_least(0.0, 0.0)
     allow_sampling: bool = False
     seed: Optional[int] = None  # sent to APIs that accept a sampling seed; None: not sent
     system_prompt: Optional[str] = None  # a system turn before the question; None: no system turn
@@ -42,8 +45,17 @@ class AnswerConfig:
     # likelihood mode: compare mean log-likelihood per option token (true) or the sum (false).
     length_normalise: bool = True
     free_text_metric: FreeTextMetric = FreeTextMetric.exact
-    rouge_threshold: float = 0.5  # rouge_l: a reply is correct when its F1 with the gold is at least this
+    rouge_threshold: float = share(0.5)  # rouge_l: a reply is correct when its F1 with the gold is at least this
     number_words_to_digits: bool = True  # free text: "two" and "2" normalise alike (zero to twenty)
+
+    @staticmethod
+    def check_values(node, path: str) -> str | None:
+        """The rules a range cannot say (called by medexp.config.ranges.validate)."""
+        try:
+            _check_rules(node, path)
+        except ValueError as error:
+            return str(error)
+        return None
 
 
 _TEMPLATE_FIELDS = {
@@ -63,18 +75,21 @@ def _template_fields(template: str, key: str, where: str) -> set[str]:
 def check_answer_config(cfg, where: str = "answer") -> None:
     """Fail with a message naming the key when ``cfg`` (an :class:`AnswerConfig` or its OmegaConf
     node) asks for something the answering layer must not do. Structured-config typing catches
-    wrong types at composition; this catches wrong values, and runs before any model is asked."""
-    if cfg.max_new_tokens < 1:
-        raise ValueError(f"{where}.max_new_tokens must be at least 1, got {cfg.max_new_tokens}")
-    if cfg.temperature < 0:
-        raise ValueError(f"{where}.temperature must be >= 0, got {cfg.temperature}")
+    wrong types at composition; this catches wrong values (ranges and the rules below), and runs
+    before any model is asked."""
+    from omegaconf import OmegaConf
+
+    from medexp.config.ranges import validate
+
+    validate(cfg if OmegaConf.is_config(cfg) else OmegaConf.structured(cfg), where)
+
+
+def _check_rules(cfg, where: str) -> None:
     if cfg.temperature != 0 and not cfg.allow_sampling:
         raise ValueError(
             f"{where}.temperature={cfg.temperature}: answers are greedy (temperature 0) unless "
             f"{where}.allow_sampling=true says sampling is intended; then the temperature is sent as given"
         )
-    if not 0 < cfg.rouge_threshold <= 1:
-        raise ValueError(f"{where}.rouge_threshold must lie in (0, 1], got {cfg.rouge_threshold}")
     for key, (required, optional) in _TEMPLATE_FIELDS.items():
         fields = _template_fields(getattr(cfg, key), key, where)
         missing, unknown = required - fields, fields - required - optional

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from omegaconf import MISSING
 
@@ -26,12 +26,34 @@ class BenchFormat(str, Enum):
     demo_corpus = "demo_corpus"  # generated image_nn reference corpus: splits corpus and ood
     synthetic = "synthetic"  # text-free examples with an easiness e_i, for control=synthetic
     medvigil = "medvigil"  # MedVIGIL release: manifest.csv + grounding.csv + probes_mcq.csv + images/
+    image_folder = "image_folder"  # classification: <root>/<split>/<class>/<image>, the folder names the class
+    image_csv = "image_csv"  # classification: a metadata CSV (image id and label columns) + image folders
+    demo_classes = "demo_classes"  # the generated classification set of demo scans, in the image_folder layout
 
 @dataclass
 class DemoBenchConfig:
     n_test: int = at_least(400, 1)
     n_train: int = at_least(1200, 1)
+    # Split "heldout": drawn like the others from its own seed and trained on by no demo model,
+    # the non-members of the membership and memorization detectors.
+    n_heldout: int = at_least(400, 1)
     seed: int = 20261121
+
+
+@dataclass
+class DemoClassesConfig:
+    """The generated demo classification set (medexp.demo.classes): scans labelled by a finding.
+
+    ``labels: finding``: the class is the lesion count (``normal``, ``one_lesion`` ..
+    ``three_lesions``); ``labels: side``: where the lesions are (``normal``, ``left``, ``right``,
+    ``upper``, ``lower``). ``class_weights`` maps each class to its sampling weight; None: the
+    labelling's defaults (finding: three lesions is the rare class, about 6%; side: 40% normal).
+    """
+
+    labels: str = "finding"
+    n_images: int = at_least(1000, 1)
+    class_weights: Optional[Dict[str, float]] = None
+    seed: int = 20261123
 
 @dataclass
 class DemoCorpusConfig:
@@ -76,7 +98,15 @@ class BenchConfig:
     image_dir: Optional[str] = None  # slake, pmc_oa, vqa_rad: image folder (or <image_dir>.zip) under root
     subsample_n: Optional[int] = at_least(None, 1)  # image_set: n rows drawn uniformly from the first max(4n, n+50)
     subsample_seed: int = 0  # image_set: numpy default_rng seed of that draw
-    label_column: Optional[str] = None  # image_set: the column whose value becomes the answer
+    label_column: Optional[str] = None  # image_set, image_csv: the column whose value becomes the answer (the class)
+    # image_csv: the metadata file under root, its image-id column, the folders under root that
+    # hold the images (searched in order) and the extension appended to an id without one.
+    # HAM10000: HAM10000_metadata.csv, image_id, dx, [HAM10000_images_part_1, HAM10000_images_part_2], .jpg
+    csv_file: Optional[str] = None
+    image_column: Optional[str] = None
+    image_dirs: Optional[List[str]] = None
+    image_extension: Optional[str] = None
     demo: Optional[DemoBenchConfig] = None
     demo_corpus: Optional[DemoCorpusConfig] = None  # demo_corpus: how the corpus is generated
     synthetic: Optional[SyntheticBenchConfig] = None  # synthetic: how the easiness is drawn
+    demo_classes: Optional[DemoClassesConfig] = None  # demo_classes: how the classification set is generated

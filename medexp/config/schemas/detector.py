@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import List
+from typing import Any, List, Optional
 
 from omegaconf import MISSING
 
@@ -30,10 +30,10 @@ class ExchConfig(DetectorBase):
     batch_size: int = at_least(32, 1)
 
     @staticmethod
-    def check_values(node) -> str | None:
+    def check_values(node, path: str) -> str | None:
         """Cross-field ranges (called by medexp.config.ranges.validate)."""
         if node.stride >= node.context_length:
-            return f"stride={node.stride} must be smaller than context_length={node.context_length}"
+            return f"{path}.stride={node.stride} must be smaller than {path}.context_length={node.context_length}"
         return None
 
 
@@ -108,3 +108,69 @@ class CompositionSweepConfig(DetectorBase):
     draws: int = at_least(200, 1)
     flag_threshold: float = 100.0
     flag_fraction: float = probability(0.05)
+
+
+@dataclass
+class ModelPair:
+    """A candidate and its independent counterpart (model config names, conf/model/)."""
+
+    candidate: Optional[str] = None  # None: the cell's model
+    # None: the candidate's counterpart: its config's `independent`, or, for a trained model,
+    # its independent arm (same spec, train.arm=independent).
+    independent: Optional[str] = None
+
+
+@dataclass
+class DifferentialDetectorBase(DetectorBase):
+    """Detectors over the losses of candidate/independent pairs on members and non-members.
+
+    Members: a trained candidate's canary partition (the cell's benchmark must be the data it
+    trained on); otherwise the cell's examples, which the candidate saw. Non-members: a trained
+    candidate's test partition; otherwise the split ``nonmember_split`` of the cell's benchmark.
+    """
+
+    pairs: List[ModelPair] = field(default_factory=lambda: [ModelPair()])
+    # Each pair is repeated for these training seeds (train.seed of trained models, demo.seed of
+    # demo models). None: a trained model's train.replicate_seeds; other models as configured.
+    seeds: Optional[List[int]] = None
+    nonmember_split: Optional[str] = "heldout"
+    class_field: str = "answer"  # the class of an example: its answer (a classifier's label) or a meta field
+    n_permutations: int = at_least(10000, 1)  # member/non-member relabelling test (p floor 1/(P+1))
+    n_bootstrap: int = at_least(1000, 1)
+    ci_level: float = probability(0.95)
+
+
+@dataclass
+class MemorizationConfig(DifferentialDetectorBase):
+    """Per-canary memorization M(x) = L_ind(x) - L_cand(x), averaged over the pairs."""
+
+    # Per-class mean M: LOW <= first < MODERATE <= second < HIGH (the paper's 0.1 and 0.3)
+    risk_tiers: List[float] = field(default_factory=lambda: [0.1, 0.3])
+    # An image embedder (conf/embedder) for per-canary atypicality: cosine distance to the class
+    # centroid. None: no atypicality.
+    embedder: Any = None
+
+
+class MembershipAttack(str, Enum):
+    loss = "loss"  # the candidate's loss (Yeom et al.): low loss, member
+    independent_loss = "independent_loss"  # the independent model's loss: a control, ~0.5 unless members differ
+    confidence_ratio = "confidence_ratio"  # log p_cand(answer) - log p_ind(answer), whole answer
+    mx = "mx"  # M(x) = L_ind - L_cand, mean loss per answer token
+    lira = "lira"  # offline Gaussian LiRA: the candidate's logit confidence against reference models
+
+
+class LiraVariance(str, Enum):
+    pooled = "pooled"  # one variance over all examples (Carlini et al.'s choice with few references)
+    per_example = "per_example"  # each example's own variance over the references (needs >= 2)
+
+
+@dataclass
+class MembershipConfig(DifferentialDetectorBase):
+    """Membership inference: members (canaries) against non-members, five attacks."""
+
+    attack: MembershipAttack = MembershipAttack.mx  # whose AUC permutation test is the cell's p_value
+    fprs: List[float] = field(default_factory=lambda: [0.01, 0.001])  # report TPR at these FPRs
+    # Models that saw no example of the cell (conf/model names) joining the pairs' independent
+    # models as LiRA's reference (OUT) models.
+    reference_models: List[str] = field(default_factory=list)
+    lira_variance: LiraVariance = LiraVariance.pooled

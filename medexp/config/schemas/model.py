@@ -10,6 +10,7 @@ from omegaconf import MISSING
 
 from medexp.config.ranges import at_least, positive
 from medexp.config.schemas.bench import DemoBenchConfig
+from medexp.config.schemas.train import TrainSpec
 
 
 class ModelFamily(str, Enum):
@@ -26,12 +27,14 @@ class ModelFamily(str, Enum):
     # Black boxes: they answer probes, they have no teacher-forced scores.
     openai_compatible = "openai_compatible"  # a chat-completions API: vLLM, TGI, a hosted API
     responses = "responses"  # answers made elsewhere, imported from a JSONL file (responses_path)
+    image_classifier = "image_classifier"  # AutoModelForImageClassification (ViT, ResNet, ...): the answer is a class
 
 
 class ModelSource(str, Enum):
     hub = "hub"  # a hub id or a local directory written by save_pretrained
     demo = "demo"  # built and trained offline by medexp.demo, then loaded like a hub model
     synthetic = "synthetic"  # no weights: a member of control=synthetic's calibration-model cohort
+    trained = "trained"  # trained by medexp.train as its `train:` section says (on first use), then loaded
 
 
 class DType(str, Enum):
@@ -87,10 +90,15 @@ class ModelConfig:
     # The *name* of the environment variable holding the API key; the key itself never enters
     # the config, its params or the logs. None: no Authorization header (a local server).
     api_key_env: Optional[str] = None
-    max_concurrency: int = 4  # requests in flight at once
-    max_retries: int = 5  # retries of a request after a connection error, a timeout, HTTP 429 or 5xx
-    request_timeout: float = 60.0  # seconds per request (connect and read)
-    retry_backoff: float = 1.0  # first retry delay in seconds, doubled per retry, with jitter
-    retry_backoff_max: float = 60.0  # cap on one computed delay (a server's Retry-After is honoured as given)
+    max_concurrency: int = at_least(4, 1)  # requests in flight at once
+    max_retries: int = at_least(5, 0)  # retries of a request after a connection error, a timeout, HTTP 429 or 5xx
+    request_timeout: float = positive(60.0)  # seconds per request (connect and read)
+    retry_backoff: float = at_least(1.0, 0.0)  # first retry delay in seconds, doubled per retry, with jitter
+    retry_backoff_max: float = at_least(60.0, 0.0)  # cap on one computed delay (a server's Retry-After is honoured as given)
     # family responses: a JSONL file of answers produced elsewhere (medexp.answers.imported).
     responses_path: Optional[str] = None
+    train: Optional[TrainSpec] = None  # source trained: how the model is trained (medexp.train)
+    # The model config of this model's independent counterpart in a differential audit (trained
+    # from the same initialisation without the canaries): the memorization and membership
+    # detectors' default pair. A trained model's counterpart is its own independent arm.
+    independent: Optional[str] = None

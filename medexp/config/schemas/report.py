@@ -16,6 +16,9 @@ class Quantifier(str, Enum):
 
     all = "all"  # every selected cell meets the condition
     any = "any"  # at least one selected cell does
+    # more selected cells meet it than chance would give: one-sided exact sign test (binomial,
+    # probability 1/2) at p < 0.05, e.g. "rarity_spearman_rho < 0" across architecture x dataset cells
+    sign_test = "sign_test"
 
 
 @dataclass

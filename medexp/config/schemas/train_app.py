@@ -1,0 +1,20 @@
+"""Schema of the ``python -m medexp.train`` app (conf/train/train.yaml)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+from medexp.config.schemas.root import PathsConfig, TrackingConfig
+
+
+@dataclass
+class TrainAppConfig:
+    """``python -m medexp.train`` (conf/train/train.yaml)."""
+
+    # Model configs (conf/model) to train: a trained model (source: trained) for both arms and
+    # every seed of its train.replicate_seeds; a demo model (source: demo) is built.
+    models: List[str] = field(default_factory=list)
+    seeds: Optional[List[int]] = None  # replaces every trained model's replicate_seeds when set
+    paths: PathsConfig = field(default_factory=PathsConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)

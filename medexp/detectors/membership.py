@@ -1,0 +1,156 @@
+"""Detector ``membership``: can the canaries (members) be told from non-members?
+
+Five white-box attacks, each a score per example (higher: "member") against each candidate:
+
+* ``loss``: minus the candidate's loss (Yeom et al., 2018);
+* ``independent_loss``: minus the independent model's loss, a control: no model behind it saw
+  any of the examples, so its AUC departs from 0.5 only when members and non-members differ;
+* ``confidence_ratio``: log p_cand(answer) - log p_ind(answer), the whole answer's probability
+  (for a one-token classifier label it equals M(x));
+* ``mx``: M(x) = L_ind(x) - L_cand(x), the mean loss per answer token;
+* ``lira``: offline Gaussian LiRA (Carlini et al., 2022): the candidate's logit-scaled
+  confidence phi = log(p / (1 - p)) of the answer, standardised against reference (OUT) models
+  that trained on none of the examples: every pair's independent model plus
+  ``detector.reference_models``; one pooled variance (or each example's own). The candidates of
+  other seeds are not references: they saw the members only, which would give the labels away.
+
+For each attack: ROC AUC (the mean over pairs) with a stratified bootstrap interval (unit:
+example), a one-sided permutation test of the AUC (p, unit: example), TPR at the configured
+low FPRs (the view that the average AUC hides; with n0 non-members the FPR moves in steps of
+1/n0), the Youden threshold and its in-sample accuracy per pair, and the AUC per class. The
+cell's ``p_value`` and ``statistic`` are those of ``detector.attack``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from medexp.config.schemas import LiraVariance, MembershipAttack
+from medexp.detectors.base import DetectorResult
+from medexp.detectors.differential import PairedLosses, metric_key
+from medexp.hashing import derive_seed
+from medexp.stats.roc import auc_bootstrap_ci, auc_permutation_test, mean_auc, tpr_at_fpr, youden_point
+
+_P_MAX = -1e-15  # log p is capped here, so that phi = log p - log(1 - p) stays finite when p rounds to 1
+
+
+def attack_scores(losses: PairedLosses, attack: MembershipAttack, variance: LiraVariance = LiraVariance.pooled) -> np.ndarray:
+    """(pairs, n) scores of one attack, higher meaning "member"."""
+    attack = MembershipAttack(attack)
+    if attack is MembershipAttack.loss:
+        return -losses.candidate_nll
+    if attack is MembershipAttack.independent_loss:
+        return -losses.independent_nll
+    if attack is MembershipAttack.confidence_ratio:
+        return losses.candidate_logprob - losses.independent_logprob
+    if attack is MembershipAttack.mx:
+        return losses.m
+    return lira_scores(losses, LiraVariance(variance))
+
+
+def logit_confidence(logprob: np.ndarray) -> np.ndarray:
+    """phi = log(p / (1 - p)) from log p, stable near p = 1."""
+    logprob = np.minimum(np.asarray(logprob, dtype=np.float64), _P_MAX)
+    return logprob - np.log(-np.expm1(logprob))
+
+
+def lira_scores(losses: PairedLosses, variance: LiraVariance) -> np.ndarray:
+    """Each candidate's phi standardised by the reference models' phi: (phi - mu(x)) / sigma."""
+    references = logit_confidence(np.vstack([losses.independent_logprob, losses.reference_logprob]))
+    mu = references.mean(axis=0)
+    count = references.shape[0]
+    if LiraVariance(variance) is LiraVariance.per_example:
+        if count < 2:
+            raise ValueError(f"LiRA with a per-example variance needs >= 2 reference models, have {count}; "
+                             "add detector.reference_models or pairs, or use lira_variance=pooled")
+        sigma = np.maximum(references.std(axis=0, ddof=1), 1e-6)
+    else:
+        # one reference: no spread to estimate; a constant scale leaves the ranking unchanged
+        sigma = np.sqrt(np.mean(references.var(axis=0, ddof=1))) if count >= 2 else 1.0
+        sigma = max(float(sigma), 1e-6)
+    return (logit_confidence(losses.candidate_logprob) - mu) / sigma
+
+
+def membership_detector(losses: PairedLosses, cfg, seed: int) -> DetectorResult:
+    labels = losses.member
+    fprs = [float(value) for value in cfg.fprs]
+    primary = MembershipAttack(cfg.attack)
+    summary, per_pair, per_class, scores = [], [], [], {}
+    for attack in MembershipAttack:
+        matrix = attack_scores(losses, attack, cfg.lira_variance)
+        scores[attack.value] = matrix.mean(axis=0)
+        test = auc_permutation_test(labels, matrix, int(cfg.n_permutations), derive_seed(seed, attack.value, "permutation"))
+        low, high = auc_bootstrap_ci(labels, matrix, int(cfg.n_bootstrap), float(cfg.ci_level),
+                                     derive_seed(seed, attack.value, "bootstrap"))
+        points = [youden_point(labels, row) for row in matrix]
+        row = {"attack": attack.value, "auc": test.auc, "auc_ci_low": low, "auc_ci_high": high, "p_value": test.p_value,
+               "null_mean": test.null_mean, "null_std": test.null_std,
+               **{_tpr_key(fpr): tpr_at_fpr(labels, matrix, fpr) for fpr in fprs},
+               "youden_accuracy": float(np.mean([point.accuracy for point in points]))}
+        summary.append(row)
+        for index, (label, point) in enumerate(zip(losses.pair_labels, points)):
+            per_pair.append({"attack": attack.value, "pair": index, "models": label,
+                             "auc": mean_auc(labels, matrix[index]), "youden_threshold": point.threshold,
+                             "youden_tpr": point.tpr, "youden_fpr": point.fpr, "youden_accuracy": point.accuracy})
+        per_class += _per_class(losses, matrix, attack)
+    table = pd.DataFrame(summary)
+    table["n_members"] = int(labels.sum())
+    table["n_nonmembers"] = int((~labels).sum())
+    table["ci_level"] = float(cfg.ci_level)
+    table["resampling_unit"] = "example (stratified by membership; one draw for every pair)"
+    chosen = table.set_index("attack").loc[primary.value]
+    metrics = {
+        "p_value": float(chosen["p_value"]),
+        "statistic": float(chosen["auc"]),
+        **{f"{row['attack']}_{key}": float(row[key]) for row in summary for key in row if key != "attack"},
+        **{f"{primary.value}_auc_class.{metric_key(row['class'])}": row["auc"] for row in per_class
+           if row["attack"] == primary.value and np.isfinite(row["auc"])},
+        "fpr_resolution": 1.0 / float((~labels).sum()),
+        "n_pairs": float(losses.n_pairs),
+        "n_references": float(losses.n_pairs + len(losses.reference_labels)),
+        "n_members": float(labels.sum()),
+        "n_nonmembers": float((~labels).sum()),
+        "n_examples": float(labels.size),
+        "flag": float(chosen["p_value"] < cfg.alpha),
+    }
+    example_scores = pd.DataFrame({"example_id": losses.example_ids, "member": labels, "class": losses.classes, **scores})
+    return DetectorResult(metrics, table, "attacks", {"roc": _roc_figure(labels, scores, primary)},
+                          extra_tables={"per_pair": pd.DataFrame(per_pair), "per_class_auc": pd.DataFrame(per_class),
+                                        "scores": example_scores})
+
+
+def _tpr_key(fpr: float) -> str:
+    return f"tpr_at_fpr_{fpr:g}"
+
+
+def _per_class(losses: PairedLosses, matrix: np.ndarray, attack: MembershipAttack) -> list[dict]:
+    rows = []
+    for cls in sorted(set(losses.classes)):
+        selected = losses.classes == cls
+        members, nonmembers = int((selected & losses.member).sum()), int((selected & ~losses.member).sum())
+        auc = mean_auc(losses.member[selected], matrix[:, selected]) if members and nonmembers else np.nan
+        rows.append({"attack": attack.value, "class": cls, "n_members": members, "n_nonmembers": nonmembers,
+                     "auc": auc})
+    return rows
+
+
+def _roc_figure(labels: np.ndarray, scores: dict[str, np.ndarray], primary: MembershipAttack):
+    from matplotlib.figure import Figure
+    from sklearn.metrics import roc_curve
+
+    figure = Figure(figsize=(10, 4), layout="constrained")
+    linear, logarithmic = figure.subplots(1, 2)
+    floor = 0.5 / max(1, int((~labels).sum()))
+    for name, values in scores.items():
+        fpr, tpr, _ = roc_curve(labels, values)
+        width = 2.0 if name == primary.value else 1.0
+        linear.plot(fpr, tpr, label=name, linewidth=width)
+        logarithmic.plot(np.maximum(fpr, floor), np.maximum(tpr, floor), label=name, linewidth=width)
+    for axes in (linear, logarithmic):
+        axes.plot([floor, 1], [floor, 1], color="gray", linestyle=":", linewidth=0.8)
+        axes.set(xlabel="false-positive rate", ylabel="true-positive rate")
+    linear.set(title="ROC (scores averaged over pairs)")
+    logarithmic.set(xscale="log", yscale="log", title="low-FPR view (log-log)")
+    linear.legend(fontsize=7)
+    return figure

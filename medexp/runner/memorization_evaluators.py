@@ -1,0 +1,201 @@
+"""Evaluators of the differential detectors (memorization, membership).
+
+The cell's model is the candidate of the first pair (``detector.pairs``; see
+``medexp.train.pairs`` for how pairs and their seed replicates resolve). Members and
+non-members:
+
+* a trained candidate (``source: trained``): its canary and test partitions, read from the
+  training records of the pairs' models (they must all agree); the cell's benchmark must be the
+  data they were trained on;
+* any other candidate: the cell's examples (the split the candidate saw: the demo's test split
+  for demo_leaky) and the split ``detector.nonmember_split`` of the same benchmark (the demo's
+  heldout split, which no demo model trains on).
+
+Every model scores the members and non-members once, through the score cache.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import logging
+from collections import Counter
+
+import numpy as np
+
+from medexp.benchmarks.base import Example
+from medexp.config.schemas import MembershipConfig, MemorizationConfig
+from medexp.detectors.base import DetectorResult
+from medexp.runner.evaluate import CellContext, evaluator, model_cache_key
+
+log = logging.getLogger("medexp")
+
+
+@evaluator(MemorizationConfig)
+def _memorization(ctx: CellContext) -> DetectorResult:
+    from medexp.detectors import memorization_detector
+
+    inputs = DifferentialInputs(ctx)
+    atypicality = None
+    if ctx.cfg.detector.embedder is not None:
+        atypicality = _atypicality(inputs, ctx.cfg.detector.embedder, ctx.cache_dir)
+    result = memorization_detector(inputs.losses(), ctx.cfg.detector, ctx.seed, atypicality)
+    result.metrics.update(inputs.training_metrics())
+    return result
+
+
+@evaluator(MembershipConfig)
+def _membership(ctx: CellContext) -> DetectorResult:
+    from medexp.detectors import membership_detector
+
+    inputs = DifferentialInputs(ctx)
+    result = membership_detector(inputs.losses(list(ctx.cfg.detector.reference_models)), ctx.cfg.detector, ctx.seed)
+    result.metrics.update(inputs.training_metrics())
+    return result
+
+
+class DifferentialInputs:
+    """The pairs of a cell, its members and non-members, and the models' losses on them."""
+
+    def __init__(self, ctx: CellContext):
+        from medexp.train.pairs import is_trained, resolve_pairs
+
+        self.ctx = ctx
+        detector = ctx.cfg.detector
+        self.pairs = resolve_pairs(ctx.cfg.model, detector.pairs, detector.seeds)
+        trained = {is_trained(pair.candidate) for pair in self.pairs}
+        if len(trained) > 1:
+            raise ValueError("detector.pairs mixes trained candidates (source: trained) with others; "
+                             "their members are defined differently, audit them in separate cells")
+        self.trained = trained.pop()
+        self.members, self.nonmembers = self._trained_split() if self.trained else self._benchmark_split()
+        self.examples = self.members + self.nonmembers
+        log.info("%s: %d pair(s), %d members, %d non-members", detector.name, len(self.pairs),
+                 len(self.members), len(self.nonmembers))
+
+    # ------------------------------------------------------------------ members and non-members
+    def _benchmark_split(self) -> tuple[list[Example], list[Example]]:
+        from medexp.benchmarks import load_benchmark_from_config
+
+        ctx = self.ctx
+        split = ctx.cfg.detector.nonmember_split
+        if not split:
+            raise ValueError(f"detector.nonmember_split is unset: model={ctx.cfg.model.name} is not a trained model "
+                             "with a test partition, so name a split of the benchmark that none of the pair's models "
+                             "trained on (the demo's is heldout)")
+        if split == ctx.cfg.bench.split:
+            raise ValueError(f"detector.nonmember_split={split} is the cell's own split (the members)")
+        bench_cfg = copy.deepcopy(ctx.cfg.bench)
+        bench_cfg.split = split
+        nonmembers = load_benchmark_from_config(bench_cfg, ctx.cache_dir).examples
+        return list(ctx.examples), list(nonmembers)
+
+    def _trained_split(self) -> tuple[list[Example], list[Example]]:
+        ctx = self.ctx
+        parts = None
+        for record, name in self.records:
+            found = (tuple(record["partition"]["canary"]), tuple(record["partition"]["test"]))
+            if parts is None:
+                parts, first = found, name
+            elif found != parts:
+                raise ValueError(f"models {first} and {name} were trained on different partitions; "
+                                 "the pairs of a cell must share their canaries and test examples")
+        canary, test = (set(part) for part in parts)
+        by_id = {example.example_id: example for example in ctx.examples}
+        missing = [i for i in [*parts[0], *parts[1]] if i not in by_id]
+        if missing:
+            raise ValueError(f"bench={ctx.cfg.bench.name} lacks {len(missing)} of the examples model={ctx.cfg.model.name} "
+                             f"was partitioned on (first: {missing[0]}); run the cell on the data it was trained on "
+                             f"(bench={ctx.cfg.model.train.data.name})")
+        return ([ex for ex in ctx.examples if ex.example_id in canary],
+                [ex for ex in ctx.examples if ex.example_id in test])
+
+    @functools.cached_property
+    def records(self) -> list[tuple[dict, str]]:
+        """(training record, model name) of every model of the pairs, candidate then independent."""
+        from medexp.models import model_location
+        from medexp.train.models import read_manifest
+
+        records = []
+        for pair in self.pairs:
+            for model in (pair.candidate, pair.independent):
+                if model.get("train") is None:
+                    raise ValueError(f"model={model.name} is paired with a trained candidate but is not a trained model")
+                records.append((read_manifest(model_location(model, self.ctx.cache_dir)), str(model.name)))
+        return records
+
+    # ------------------------------------------------------------------ losses
+    def class_of(self, example: Example) -> str:
+        field = str(self.ctx.cfg.detector.class_field)
+        if field == "answer":
+            return example.answer
+        if field not in example.meta:
+            raise ValueError(f"detector.class_field={field}: {example.example_id} has no such meta field "
+                             f"(its fields: {sorted(example.meta)}; 'answer' uses the gold answer)")
+        return str(example.meta[field])
+
+    def losses(self, reference_models: list[str] | None = None):
+        from medexp.config import model_config
+        from medexp.detectors import PairedLosses
+
+        classes = [self.class_of(example) for example in self.examples]
+        # the class's share among every example the cell considers (for a classification dataset:
+        # the whole dataset, members and non-members included)
+        seen = {example.example_id for example in self.ctx.benchmark.examples}
+        population = [self.class_of(ex) for ex in self.ctx.benchmark.examples]
+        population += [cls for ex, cls in zip(self.examples, classes) if ex.example_id not in seen]
+        counts = Counter(population)
+        frequency = [counts[cls] / len(population) for cls in classes]
+        tables = [(pair.label, self._scores(pair.candidate), self._scores(pair.independent)) for pair in self.pairs]
+        references = [(name, self._scores(model_config(name))) for name in (reference_models or [])]
+        return PairedLosses.from_score_tables(
+            [example.example_id for example in self.examples], [True] * len(self.members) + [False] * len(self.nonmembers),
+            classes, frequency, tables, references,
+        )
+
+    def _scores(self, model_cfg):
+        from medexp.models import load_scorer
+        from medexp.scoring import example_scores
+
+        if model_cfg is self.ctx.cfg.model:
+            return example_scores(self.ctx.scorer, self.ctx.model_key, self.examples, self.ctx.cache_dir)
+        log.info("model %s: scoring %d examples (cached after the first time)", model_cfg.name, len(self.examples))
+        scorer = functools.cache(functools.partial(load_scorer, model_cfg, self.ctx.cache_dir))
+        return example_scores(scorer, model_cache_key(model_cfg), self.examples, self.ctx.cache_dir)
+
+    def training_metrics(self) -> dict[str, float]:
+        """Trained pairs: the candidates' and independents' accuracy on the test partition, and
+        the accountant's epsilon under DP, averaged over the pairs."""
+        if not self.trained:
+            return {}
+        records = [record for record, _ in self.records]
+        candidates, independents = records[0::2], records[1::2]
+        metrics = {
+            "candidate_test_accuracy": float(np.mean([r["accuracy"]["test"] for r in candidates])),
+            "independent_test_accuracy": float(np.mean([r["accuracy"]["test"] for r in independents])),
+        }
+        epsilons = [r["epsilon"] for r in candidates if "epsilon" in r]
+        if epsilons:
+            metrics["train_epsilon"] = float(np.mean(epsilons))
+        return metrics
+
+
+def _atypicality(inputs: DifferentialInputs, embedder_cfg, cache_dir) -> np.ndarray:
+    """Per example, the cosine distance of a member's embedding to its class's centroid (the mean
+    of the class's member embeddings); NaN for non-members."""
+    from medexp.images.embedders import load_embedder
+    from medexp.images.store import embed_images, normalise
+
+    members = inputs.members
+    if any(example.image is None for example in members):
+        raise ValueError("atypicality needs an image for every member; some have none")
+    vectors = embed_images(load_embedder(embedder_cfg), [ex.example_id for ex in members], [ex.image for ex in members],
+                           cache_dir, int(embedder_cfg.batch_size), int(embedder_cfg.shard_size), desc="embedding canaries")
+    features = vectors.rows(range(len(members)))
+    classes = np.array([inputs.class_of(example) for example in members])
+    distance = np.empty(len(members))
+    for cls in np.unique(classes):
+        selected = classes == cls
+        centroid = normalise(features[selected].mean(axis=0, keepdims=True))[0]
+        distance[selected] = 1.0 - features[selected] @ centroid
+    return np.concatenate([distance, np.full(len(inputs.nonmembers), np.nan)])

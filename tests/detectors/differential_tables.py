@@ -1,0 +1,58 @@
+"""Loss tables of differential pairs for the detector tests: hand-made, or drawn."""
+
+from __future__ import annotations
+
+import numpy as np
+from omegaconf import OmegaConf
+
+from medexp.config.schemas import MembershipConfig, MemorizationConfig
+from medexp.detectors import PairedLosses
+
+
+def memorization_config(**overrides):
+    return OmegaConf.structured(MemorizationConfig(name="memorization", family="memorization", **overrides))
+
+
+def membership_config(**overrides):
+    return OmegaConf.structured(MembershipConfig(name="membership", family="membership", **overrides))
+
+
+def losses(member, classes, candidate_nll, independent_nll, candidate_logprob=None, independent_logprob=None,
+           references=None) -> PairedLosses:
+    """A PairedLosses from (pairs, n) arrays; log-probabilities default to minus the losses
+    (one-token answers, as a classifier's), class frequencies are the classes' shares."""
+    candidate_nll = np.atleast_2d(np.asarray(candidate_nll, dtype=float))
+    independent_nll = np.atleast_2d(np.asarray(independent_nll, dtype=float))
+    classes = np.asarray(classes)
+    frequency = np.array([np.mean(classes == cls) for cls in classes])
+    references = np.empty((0, classes.size)) if references is None else np.atleast_2d(references)
+    return PairedLosses(
+        example_ids=[f"ex{i}" for i in range(classes.size)],
+        member=np.asarray(member, dtype=bool),
+        classes=classes,
+        class_frequency=frequency,
+        candidate_nll=candidate_nll,
+        independent_nll=independent_nll,
+        candidate_logprob=-candidate_nll if candidate_logprob is None else np.atleast_2d(candidate_logprob),
+        independent_logprob=-independent_nll if independent_logprob is None else np.atleast_2d(independent_logprob),
+        pair_labels=[f"pair{i}" for i in range(candidate_nll.shape[0])],
+        reference_logprob=references,
+        reference_labels=[f"ref{i}" for i in range(references.shape[0])],
+    )
+
+
+def drawn(seed: int, n_members: int = 60, n_nonmembers: int = 60, pairs: int = 2, planted: float = 0.0,
+          planted_class: str | None = None) -> PairedLosses:
+    """Losses of ``pairs`` pairs from one distribution; ``planted`` shrinks the candidates' loss on
+    the members (of ``planted_class`` only, when given) by the factor exp(-planted): memorization
+    of known size."""
+    rng = np.random.default_rng(seed)
+    n = n_members + n_nonmembers
+    member = np.r_[np.ones(n_members, bool), np.zeros(n_nonmembers, bool)]
+    classes = rng.choice(np.array(["common", "middle", "rare"]), size=n, p=[0.6, 0.3, 0.1])
+    difficulty = rng.exponential(1.0, size=n)  # shared by every model: some examples are hard
+    independent = difficulty * np.exp(rng.normal(0, 0.3, size=(pairs, n)))
+    candidate = difficulty * np.exp(rng.normal(0, 0.3, size=(pairs, n)))
+    target = member if planted_class is None else member & (classes == planted_class)
+    candidate = candidate * np.exp(-planted * target)  # the planted examples' loss shrinks
+    return losses(member, classes, candidate, independent)

@@ -1,0 +1,114 @@
+"""Detector membership: every attack against hand computation, AUCs against scikit-learn, the
+null and planted memorization."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+from sklearn.metrics import roc_auc_score
+
+from medexp.config.schemas import LiraVariance, MembershipAttack
+from medexp.detectors import membership_detector
+from medexp.detectors.membership import attack_scores, logit_confidence
+from tests.detectors.differential_tables import drawn, losses, membership_config
+
+MEMBER = [True, True, True, False, False, False]
+CLASSES = ["a", "b", "a", "b", "a", "b"]
+CANDIDATE_NLL = [[0.2, 0.5, 1.0, 0.9, 0.7, 1.5]]
+INDEPENDENT_NLL = [[0.6, 0.5, 1.4, 1.0, 0.6, 1.3]]
+# answers of 1, 2, 1, 3, 1, 2 tokens: log p of the whole answer = -nll x tokens
+TOKENS = np.array([1, 2, 1, 3, 1, 2])
+CANDIDATE_LOGPROB = -np.asarray(CANDIDATE_NLL) * TOKENS
+INDEPENDENT_LOGPROB = -np.asarray(INDEPENDENT_NLL) * TOKENS
+REFERENCE_LOGPROB = np.array([[-0.5, -1.2, -1.2, -2.7, -0.8, -2.4]])
+
+
+@pytest.fixture()
+def table():
+    return losses(MEMBER, CLASSES, CANDIDATE_NLL, INDEPENDENT_NLL, CANDIDATE_LOGPROB, INDEPENDENT_LOGPROB,
+                  references=REFERENCE_LOGPROB)
+
+
+def test_attack_scores_by_hand(table):
+    assert attack_scores(table, MembershipAttack.loss)[0].tolist() == pytest.approx([-0.2, -0.5, -1.0, -0.9, -0.7, -1.5])
+    assert attack_scores(table, MembershipAttack.independent_loss)[0].tolist() == pytest.approx(
+        [-0.6, -0.5, -1.4, -1.0, -0.6, -1.3])
+    assert attack_scores(table, MembershipAttack.mx)[0].tolist() == pytest.approx([0.4, 0.0, 0.4, 0.1, -0.1, -0.2])
+    # whole-answer log ratio: (nll_ind - nll_cand) x tokens
+    assert attack_scores(table, MembershipAttack.confidence_ratio)[0].tolist() == pytest.approx(
+        [0.4, 0.0, 0.4, 0.3, -0.1, -0.4])
+
+
+def test_lira_by_hand(table):
+    def phi(logp):
+        p = np.exp(logp)
+        return np.log(p / (1 - p))
+
+    references = np.vstack([phi(INDEPENDENT_LOGPROB[0]), phi(REFERENCE_LOGPROB[0])])
+    mu = references.mean(axis=0)
+    pooled = np.sqrt(np.mean(references.var(axis=0, ddof=1)))
+    expected = (phi(CANDIDATE_LOGPROB[0]) - mu) / pooled
+    assert attack_scores(table, MembershipAttack.lira, LiraVariance.pooled)[0] == pytest.approx(expected)
+    per_example = (phi(CANDIDATE_LOGPROB[0]) - mu) / references.std(axis=0, ddof=1)
+    assert attack_scores(table, MembershipAttack.lira, LiraVariance.per_example)[0] == pytest.approx(per_example)
+
+
+def test_logit_confidence_is_stable_at_certainty():
+    assert logit_confidence(np.log(0.25)) == pytest.approx(np.log(0.25 / 0.75))
+    assert np.isfinite(logit_confidence(0.0)) and logit_confidence(0.0) > 30
+
+
+def test_lira_with_one_reference_is_the_logit_difference_and_per_example_needs_two():
+    table = losses(MEMBER, CLASSES, CANDIDATE_NLL, INDEPENDENT_NLL)
+    expected = logit_confidence(-np.asarray(CANDIDATE_NLL[0])) - logit_confidence(-np.asarray(INDEPENDENT_NLL[0]))
+    assert attack_scores(table, MembershipAttack.lira)[0] == pytest.approx(expected)
+    with pytest.raises(ValueError, match="at least|>= 2"):
+        attack_scores(table, MembershipAttack.lira, LiraVariance.per_example)
+
+
+def test_metrics_against_scikit_learn(table):
+    result = membership_detector(table, membership_config(n_permutations=999, n_bootstrap=200), seed=0)
+    labels = np.asarray(MEMBER)
+    for attack in MembershipAttack:
+        expected = roc_auc_score(labels, attack_scores(table, attack)[0])
+        assert result.metrics[f"{attack.value}_auc"] == pytest.approx(expected), attack
+    # the primary attack (mx) gives the cell's p and statistic: members' M (0.4, 0, 0.4) against
+    # (0.1, -0.1, -0.2): each 0.4 beats all three, 0.0 beats two: 8 of 9 pairs
+    assert result.metrics["statistic"] == pytest.approx(8 / 9)
+    assert result.metrics["p_value"] == pytest.approx(result.metrics["mx_p_value"])
+    assert result.metrics["fpr_resolution"] == pytest.approx(1 / 3)
+    attacks = result.table.set_index("attack")
+    assert attacks.loc["mx", "auc_ci_low"] <= 8 / 9 <= attacks.loc["mx", "auc_ci_high"]
+    # TPR at FPR 1%: below the 1/3 step, so the TPR with no false positive: members above 0.1 -> 2 of 3
+    assert attacks.loc["mx", "tpr_at_fpr_0.01"] == pytest.approx(2 / 3)
+    per_class = result.extra_tables["per_class_auc"].set_index(["attack", "class"])
+    # class a: members ex0, ex2 (0.4, 0.4) against ex4 (-0.1): AUC 1; class b: ex1 (0.0) against ex3, ex5 (0.1, -0.2): 1/2
+    assert per_class.loc[("mx", "a"), "auc"] == pytest.approx(1.0)
+    assert per_class.loc[("mx", "b"), "auc"] == pytest.approx(0.5)
+    assert result.metrics["mx_auc_class.a"] == pytest.approx(1.0)
+
+
+def test_null_attacks_sit_at_chance_and_p_is_uniform():
+    p_values, aucs = [], []
+    for seed in range(80):
+        result = membership_detector(drawn(seed), membership_config(n_permutations=99, n_bootstrap=10), seed)
+        p_values.append(result.metrics["p_value"])
+        aucs.append(result.metrics["lira_auc"])
+    p_values = np.asarray(p_values)
+    assert abs(np.mean(aucs) - 0.5) < 0.02
+    rejections = int(np.sum(p_values <= 0.05))
+    assert sps.binomtest(rejections, 80, 0.05).pvalue > 0.001, rejections
+    assert sps.kstest(p_values, "uniform").pvalue > 0.001
+
+
+def test_power_planted_members_are_detected_and_the_control_stays_at_chance():
+    table = drawn(seed=3, n_members=150, n_nonmembers=150, pairs=3, planted=1.0)
+    result = membership_detector(table, membership_config(n_permutations=999, n_bootstrap=200), seed=0)
+    metrics = result.metrics
+    assert metrics["p_value"] == pytest.approx(1 / 1000) and metrics["flag"] == 1.0
+    for attack in ("loss", "confidence_ratio", "mx", "lira"):
+        assert metrics[f"{attack}_auc"] > 0.6 and metrics[f"{attack}_auc_ci_low"] > 0.5, attack
+    assert metrics["independent_loss_auc_ci_low"] < 0.5 < metrics["independent_loss_auc_ci_high"]
+    assert metrics["mx_tpr_at_fpr_0.01"] > 0.0
+    assert len(result.extra_tables["per_pair"]) == 3 * len(MembershipAttack)
