@@ -41,6 +41,7 @@ def models_to_train(names, seeds) -> list[DictConfig]:
     """The model configs ``names`` stand for: both arms of every replicate of a trained model;
     a demo model (per seed, when seeds are given) and its counterpart. Each config once."""
     from medexp.config import model_config
+    from medexp.config.ranges import validate
     from medexp.config.schemas import TrainArm
     from medexp.train.pairs import is_trained, replicate_seeds, seeded_pair, with_seed
 
