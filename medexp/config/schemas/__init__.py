@@ -3,7 +3,8 @@
 Registered in Hydra's ConfigStore by :func:`register_schemas`, so that a YAML file with a wrong
 type or an unknown key fails at composition with a message naming the offending key.
 One module per axis (model, bench, detector, images, control, root, report), one for the
-answering section that answering detectors embed (answers) and two for `python -m medexp.train`
+answering section that answering detectors embed (answers), MM-Detect's detectors (mmdetect) with
+their keyword section (keywords) and translators (translator), and two for `python -m medexp.train`
 (train, train_app); model, benchmark and
 tracking configs share one schema each; detectors and controls have one
 schema per kind, selected by the YAML file's defaults list (``/schema/detector@_here_: exch``).
@@ -60,6 +61,14 @@ from medexp.config.schemas.images import (  # noqa: F401
     OpenClipEmbedderConfig,
     PHashEmbedderConfig,
 )
+from medexp.config.schemas.keywords import KeywordConfig  # noqa: F401
+from medexp.config.schemas.mmdetect import (  # noqa: F401
+    AnsweringDetectorBase,
+    ChanceModel,
+    OptionOrderConfig,
+    SlotGuessConfig,
+    TextOnlyConfig,
+)
 from medexp.config.schemas.model import (  # noqa: F401
     DemoModelConfig,
     DType,
@@ -91,6 +100,12 @@ from medexp.config.schemas.train import (  # noqa: F401
     TrainSpec,
 )
 from medexp.config.schemas.train_app import TrainAppConfig  # noqa: F401
+from medexp.config.schemas.translator import (  # noqa: F401
+    DemoTranslatorConfig,
+    MarianDirection,
+    MarianTranslatorConfig,
+    TranslatorBase,
+)
 
 DETECTOR_SCHEMAS = {
     "exch": ExchConfig,
@@ -102,8 +117,12 @@ DETECTOR_SCHEMAS = {
     "composition_sweep": CompositionSweepConfig,
     "memorization": MemorizationConfig,
     "membership": MembershipConfig,
+    "option_order": OptionOrderConfig,
+    "slot_guess": SlotGuessConfig,
+    "text_only": TextOnlyConfig,
 }
 EMBEDDER_SCHEMAS = {"open_clip": OpenClipEmbedderConfig, "phash": PHashEmbedderConfig}
+TRANSLATOR_SCHEMAS = {"marian": MarianTranslatorConfig, "demo": DemoTranslatorConfig}
 CONTROL_SCHEMAS = {
     "base": ControlBase,
     "order_mink": OrderMinkControl,
@@ -129,3 +148,5 @@ def register_schemas() -> None:
         store.store(group="schema/control", name=name, node=node)
     for name, node in EMBEDDER_SCHEMAS.items():
         store.store(group="schema/embedder", name=name, node=node)
+    for name, node in TRANSLATOR_SCHEMAS.items():
+        store.store(group="schema/translator", name=name, node=node)

@@ -1,0 +1,35 @@
+"""The demo benchmark's offline translator.
+
+The demo generator writes, with each example, ``meta["paraphrase"]``: the same question in
+another of its templates, with the same slot values and the same answer. That rewriting plays
+the part of English -> Chinese -> English on a machine without translation models: the wording
+changes, the content words (organ, modality, side, count) mostly stay. Only the demo benchmark
+carries the field, so any other benchmark fails with a message saying so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from medexp.translators.base import RoundTrip, Translator, example_text
+
+
+class DemoTranslator(Translator):
+    def __init__(self, cfg):
+        self.name = cfg.name
+        self.meta_field = cfg.meta_field
+
+    def back_translate(self, examples: Sequence, field: str) -> list[RoundTrip]:
+        if field != "question":
+            raise ValueError(f"translator={self.name} rewrites questions only (meta[{self.meta_field!r}] is the "
+                             f"question in another template); set the detector's text_field=question, not {field!r}")
+        trips = []
+        for example in examples:
+            paraphrase = example.meta.get(self.meta_field)
+            if not isinstance(paraphrase, str) or not paraphrase.strip():
+                raise ValueError(
+                    f"translator={self.name} works on bench=demo only: example {example.example_id} has no "
+                    f"meta[{self.meta_field!r}] (the demo generator's rewriting of its question). "
+                    "For another benchmark use translator=marian")
+            trips.append(RoundTrip(example_text(example, field), paraphrase))
+        return trips
