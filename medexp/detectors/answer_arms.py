@@ -1,0 +1,246 @@
+"""What the MM-Detect detectors share: response tables joined with probe facts, two arms paired by
+example, the paired statistics of the two arms, status counts, figures.
+
+A *pair* is one example's probe in the first arm (``original``, ``slot_mask``) and its probe or
+probes in the second arm (``option_shuffle`` variants, ``back_translation``, ``text_only``).
+Every row counts under the default convention ``errors_wrong``: an ``error`` or ``unparsed`` row
+is wrong and stays in every denominator. Under ``errors_excluded`` (MedVIGIL's second
+convention) error rows leave: an example whose first-arm probe is an error, or whose second-arm
+probes are all errors, leaves the pairs; unparsed replies stay wrong (the model did answer).
+
+Paired metrics over the pairs (n of them, V_i second-arm probes for example i, x_i the first
+arm's outcome, y_i the mean of its second-arm outcomes):
+
+* CR = mean x_i, PCR = mean y_i, Delta = PCR - CR;
+* Phi = mean x_i (1 - y_i): right before and wrong after, over |D| = n (MM-Detect's instance
+  leakage metric; with one variant, the count of such examples over n);
+* b, c: (example, variant) pairs right-then-wrong and wrong-then-right;
+* p: with one second-arm probe per example, the exact one-sided McNemar test (b against
+  Binomial(b + c, 1/2): the first arm is right more often); with several, the within-example
+  relabelling test of :func:`medexp.stats.paired.relabel_test` (exact by construction).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from medexp.answers.table import RESPONSE_COLUMNS, Status, check_response_table
+from medexp.detectors.medvigil import ERRORS_EXCLUDED, ERRORS_WRONG
+from medexp.probes.choice import EXAMPLE_META
+from medexp.probes.options import normalise
+from medexp.stats.paired import mcnemar_exact, relabel_test, wilson_interval
+
+MISSING_STRATUM = "(missing)"
+
+
+def probe_facts(probes: Iterable, strata: Sequence[str] = ()) -> pd.DataFrame:
+    """What the detectors need to know about each probe beyond its response row."""
+    rows = []
+    for probe in probes:
+        meta = probe.meta.get(EXAMPLE_META, {})
+        rows.append({
+            "probe_id": probe.probe_id,
+            "variant": probe.meta.get("variant"),
+            "options": tuple(probe.options) if probe.options is not None else None,
+            "n_options": probe.meta.get("n_options", len(probe.options) if probe.options is not None else None),
+            "gold_text": probe.gold_text,
+            "masked_word": probe.meta.get("masked_word"),
+            **{f"stratum.{name}": _stratum(meta.get(name)) for name in strata},
+        })
+    columns = ["probe_id", "variant", "options", "n_options", "gold_text", "masked_word",
+               *(f"stratum.{name}" for name in strata)]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _stratum(value: Any) -> str:
+    return MISSING_STRATUM if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+
+
+def joined(responses: pd.DataFrame, facts: pd.DataFrame, kinds: Sequence[str]) -> pd.DataFrame:
+    """The response rows of ``kinds`` with their probe facts, in the responses' order."""
+    check_response_table(responses, responses["probe_id"])
+    repeated = responses["probe_id"][responses["probe_id"].duplicated()]
+    if len(repeated):
+        raise ValueError(f"response table repeats probe ids, e.g. {repeated.iloc[0]!r}")
+    rows = responses[responses["kind"].isin(kinds)][list(RESPONSE_COLUMNS)]
+    facts = facts.drop_duplicates("probe_id")
+    missing = sorted(set(rows["probe_id"]) - set(facts["probe_id"]))
+    if missing:
+        raise ValueError(f"{len(missing)} response row(s) have no probe facts, e.g. {missing[:3]}")
+    table = rows.merge(facts, on="probe_id", how="left", validate="one_to_one")
+    absent = [kind for kind in kinds if not (table["kind"] == kind).any()]
+    if absent:
+        raise ValueError(f"the response table has no {absent} probes (kinds present: "
+                         f"{sorted(responses['kind'].unique())})")
+    return table
+
+
+def status_counts(table: pd.DataFrame, kind: str, name: str) -> dict[str, float]:
+    """``n_error_<name>``, ``n_unparsed_<name>`` and ``n_ok_<name>`` over the rows of ``kind``."""
+    statuses = table.loc[table["kind"] == kind, "status"]
+    return {f"n_{status.value}_{name}": float((statuses == status.value).sum()) for status in Status}
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """Examples with a first-arm outcome and their second-arm outcomes, under one convention."""
+
+    example_ids: list[str]
+    first: np.ndarray  # bool, one per example
+    second: list[np.ndarray]  # bool arrays, one per example (its variants)
+    excluded: int  # examples left out by the convention
+
+    @property
+    def n(self) -> int:
+        return len(self.example_ids)
+
+    def second_means(self) -> np.ndarray:
+        return np.array([values.mean() for values in self.second]) if self.second else np.zeros(0)
+
+
+def pairs(table: pd.DataFrame, first_kind: str, second_kind: str, convention: str = ERRORS_WRONG) -> Pairs:
+    """The examples that have both arms, in first-arm order."""
+    if convention not in (ERRORS_WRONG, ERRORS_EXCLUDED):
+        raise ValueError(f"unknown error convention {convention!r}; known: {[ERRORS_WRONG, ERRORS_EXCLUDED]}")
+    first_rows = table[table["kind"] == first_kind].drop_duplicates("example_id")
+    second_rows = table[table["kind"] == second_kind]
+    if convention == ERRORS_EXCLUDED:
+        second_rows = second_rows[second_rows["status"] != Status.error.value]
+    paired = set(table.loc[table["kind"] == second_kind, "example_id"])
+    collected: dict[str, list[bool]] = {}
+    for example, correct in zip(second_rows["example_id"], second_rows["correct"]):
+        collected.setdefault(example, []).append(bool(correct))
+    grouped = {example: np.array(values, dtype=bool) for example, values in collected.items()}
+    ids, first, second, excluded = [], [], [], 0
+    for example, status, correct in zip(first_rows["example_id"], first_rows["status"], first_rows["correct"]):
+        if example not in paired:
+            continue
+        if example not in grouped or (convention == ERRORS_EXCLUDED and status == Status.error.value):
+            excluded += 1
+            continue
+        ids.append(example)
+        first.append(bool(correct))
+        second.append(grouped[example])
+    return Pairs(ids, np.array(first, dtype=bool), second, excluded)
+
+
+def paired_statistics(pairs_: Pairs, n_permutations: int, seed: int, ci_level: float) -> dict[str, float]:
+    """CR, PCR, Delta, Phi, b, c, the one-sided p and the Wilson intervals of CR and PCR."""
+    nan = float("nan")
+    if pairs_.n == 0:
+        return {"cr": nan, "pcr": nan, "delta": nan, "phi": nan, "b": 0.0, "c": 0.0, "p_value": 1.0,
+                "n_pairs": 0.0, "cr_ci_low": nan, "cr_ci_high": nan, "pcr_ci_low": nan, "pcr_ci_high": nan}
+    x = pairs_.first.astype(np.float64)
+    y = pairs_.second_means()
+    b = sum(int(np.sum(first & ~second)) for first, second in zip(pairs_.first, pairs_.second))
+    c = sum(int(np.sum(~first & second)) for first, second in zip(pairs_.first, pairs_.second))
+    if all(values.size == 1 for values in pairs_.second):
+        p_value = mcnemar_exact(b, c, "greater").p_value
+    else:
+        p_value = relabel_test(pairs_.first, pairs_.second, n_permutations, seed).p_value
+    cr = wilson_interval(int(x.sum()), pairs_.n, ci_level)
+    # PCR's interval counts second-arm probes (several per example are correlated: too narrow then)
+    right = int(sum(values.sum() for values in pairs_.second))
+    total = int(sum(values.size for values in pairs_.second))
+    pcr = wilson_interval(right, total, ci_level)
+    return {"cr": float(x.mean()), "pcr": float(y.mean()), "delta": float(y.mean() - x.mean()),
+            "phi": float(np.mean(x * (1.0 - y))), "b": float(b), "c": float(c), "p_value": float(p_value),
+            "n_pairs": float(pairs_.n), "cr_ci_low": cr.low, "cr_ci_high": cr.high,
+            "pcr_ci_low": pcr.low, "pcr_ci_high": pcr.high}
+
+
+def pair_frame(table: pd.DataFrame, first_kind: str, second_kind: str, strata: Sequence[str]) -> pd.DataFrame:
+    """One row per example with both arms: statuses, outcomes, the lost/gained flags, strata."""
+    first = table[table["kind"] == first_kind].drop_duplicates("example_id").set_index("example_id")
+    second = table[table["kind"] == second_kind].groupby("example_id").agg(
+        n_second=("correct", "size"), second_correct=("correct", "mean"),
+        second_errors=("status", lambda s: int((s == Status.error.value).sum())),
+        second_unparsed=("status", lambda s: int((s == Status.unparsed.value).sum())),
+        second_choices=("choice", lambda s: "|".join("" if c is None else str(c) for c in s)))
+    frame = first[["probe_id", "status", "choice", "correct", *(f"stratum.{name}" for name in strata)]].join(
+        second, how="inner")
+    frame = frame.rename(columns={"probe_id": "first_probe_id", "status": "first_status", "choice": "first_choice",
+                                  "correct": "first_correct"})
+    frame["lost"] = frame["first_correct"].astype(float) * (1.0 - frame["second_correct"])
+    frame["gained"] = (1.0 - frame["first_correct"].astype(float)) * frame["second_correct"]
+    frame.columns = [column.removeprefix("stratum.") for column in frame.columns]
+    return frame.reset_index()
+
+
+def convention_metrics(table: pd.DataFrame, first_kind: str, second_kind: str, n_permutations: int, seed: int,
+                       ci_level: float) -> dict[str, float]:
+    """:func:`paired_statistics` under both conventions (``errors_excluded`` with an ``_excl`` suffix)."""
+    out: dict[str, float] = {}
+    for convention, suffix in ((ERRORS_WRONG, ""), (ERRORS_EXCLUDED, "_excl")):
+        pairs_ = pairs(table, first_kind, second_kind, convention)
+        values = paired_statistics(pairs_, n_permutations, seed, ci_level)
+        out.update({f"{name}{suffix}": value for name, value in values.items()})
+        if convention == ERRORS_EXCLUDED:
+            out["n_excluded_pairs"] = float(pairs_.excluded)
+    return out
+
+
+def strata_table(table: pd.DataFrame, first_kind: str, second_kind: str, strata: Sequence[str],
+                 n_permutations: int, seed: int, ci_level: float) -> pd.DataFrame:
+    """The paired statistics (errors_wrong) per value of each stratum field."""
+    rows = []
+    for name in strata:
+        column = f"stratum.{name}"
+        for value in sorted(table[column].dropna().unique()):
+            subset = table[table[column] == value]
+            values = paired_statistics(pairs(subset, first_kind, second_kind), n_permutations, seed, ci_level)
+            rows.append({"field": name, "value": value, **values})
+    return pd.DataFrame(rows)
+
+
+def skipped_table(skipped: Sequence[tuple[str, str]]) -> pd.DataFrame:
+    """The probes that could not be made, with their example, the kind of reason and its detail."""
+    return pd.DataFrame([{"probe_id": probe_id, "example_id": example_of(probe_id), "reason": reason.split(":", 1)[0],
+                          "detail": reason} for probe_id, reason in skipped],
+                        columns=["probe_id", "example_id", "reason", "detail"])
+
+
+def example_of(probe_id: str) -> str:
+    """The example id of ``<example_id>::<kind>[::<variant>]`` (example ids may hold "::" too)."""
+    head, _, last = probe_id.rpartition("::")
+    if last.isdigit() and "::" in head:
+        head = head.rpartition("::")[0]
+    return head or probe_id
+
+
+def skipped_metrics(skipped: Sequence[tuple[str, str]]) -> dict[str, float]:
+    """``n_skipped`` (examples) and ``n_skipped.<reason>`` per kind of reason."""
+    frame = skipped_table(skipped)
+    out = {"n_skipped": float(frame["example_id"].nunique())}
+    for reason, count in frame.drop_duplicates("example_id")["reason"].value_counts().items():
+        out[f"n_skipped.{_metric_name(reason)}"] = float(count)
+    return out
+
+
+def _metric_name(text: str) -> str:
+    return "_".join(normalise(text).replace("-", " ").split())
+
+
+def proportion_bars(ax, bars: Sequence[tuple[str, float, float, float]], title: str, ylabel: str,
+                    reference: tuple[float, str] | None = None) -> None:
+    """Bars with interval whiskers: ``(label, estimate, low, high)``; an optional reference line."""
+    labels = [label for label, *_ in bars]
+    values = np.array([value for _, value, _, _ in bars], dtype=float)
+    lows = np.array([low for _, _, low, _ in bars], dtype=float)
+    highs = np.array([high for _, _, _, high in bars], dtype=float)
+    errors = np.vstack([np.nan_to_num(values - lows), np.nan_to_num(highs - values)])
+    positions = np.arange(len(bars))
+    ax.bar(positions, np.nan_to_num(values), yerr=errors, capsize=4, color="#4C72B0", alpha=0.85)
+    ax.set_xticks(positions, labels)
+    if reference is not None:
+        ax.axhline(reference[0], color="#C44E52", linestyle="--", linewidth=1, label=reference[1])
+        ax.legend(loc="upper right", fontsize=8)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
