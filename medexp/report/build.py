@@ -14,12 +14,14 @@ from medexp.report.cells import CellIndex
 from medexp.report.claims import Claim
 from medexp.report.evaluate import ClaimResult, Outcome, evaluate_claims, status_counts
 from medexp.report.figures import ReportFigure, draw_figures
-from medexp.report.render import TITLE, ReportContext, latex_table, report_blocks
+from medexp.report.render import TITLE, ReportContext, latex_replicate_table, latex_table, report_blocks
+from medexp.report.replicates import replicate_frame, replicate_rows
 
 log = logging.getLogger("medexp")
 
 STEM = "claims_to_evidence"
 CELL_TABLES = ("cells.csv", "cells.parquet")
+REPLICATE_TABLE = "replicates.csv"  # written when the experiment holds replicate cells
 FIGURE_DIR = "figures"
 
 
@@ -36,8 +38,9 @@ class ReportOutcome:
 
     def summary(self) -> str:
         counts = ", ".join(f"{word} {count}" for word, count in self.counts.items()) or "no claims"
+        tables = [name for name in (*CELL_TABLES, REPLICATE_TABLE) if name in self.files]
         return "\n".join([
-            f"claims-to-evidence map: {self.output_dir / f'{STEM}.md'} (also .html, .tex, {', '.join(CELL_TABLES)})",
+            f"claims-to-evidence map: {self.output_dir / f'{STEM}.md'} (also .html, .tex, {', '.join(tables)})",
             f"report run: {self.run_id}",
             f"statuses: {counts}",
         ])
@@ -100,11 +103,17 @@ def write_report(output_dir: Path, results: Sequence[ClaimResult], index: CellIn
         cells.to_csv(tmp, index=False)
     atomic_write_parquet(cells, output_dir / CELL_TABLES[1])
     written += CELL_TABLES
-    blocks = report_blocks(results, index, figures, context, figure_paths, CELL_TABLES)
+    replicates = replicate_rows(index)
+    if replicates:
+        with atomic_path(output_dir / REPLICATE_TABLE) as tmp:
+            replicate_frame(replicates).to_csv(tmp, index=False)
+        written.append(REPLICATE_TABLE)
+    blocks = report_blocks(results, index, figures, context, figure_paths, CELL_TABLES, replicates,
+                           REPLICATE_TABLE if replicates else "")
     documents = {
         f"{STEM}.md": to_markdown(blocks),
         f"{STEM}.html": to_html(blocks, TITLE, output_dir),
-        f"{STEM}.tex": latex_table(results, context),
+        f"{STEM}.tex": latex_table(results, context) + latex_replicate_table(replicates, context),
     }
     for name, text in documents.items():
         atomic_write_bytes(output_dir / name, text.encode("utf-8"))

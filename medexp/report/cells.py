@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
-from medexp.report.claims import AXES
+from medexp.report.claims import AXES, name_matches
 
 log = logging.getLogger("medexp")
 
@@ -43,7 +43,8 @@ class CellRun:
         return getattr(self, name)
 
     def matches(self, names: Mapping[str, str]) -> bool:
-        return all(self.axis(axis) == value for axis, value in names.items())
+        """Whether every named axis equals its name or matches its glob pattern."""
+        return all(name_matches(self.axis(axis), value) for axis, value in names.items())
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,8 @@ class CellIndex:
         return cls(tuple(sorted(finished, key=lambda c: c.key)), tuple(sorted(unfinished, key=lambda c: c.key)))
 
     def select(self, names: Mapping[str, str]) -> list[CellRun]:
-        """Finished cells whose axes equal ``names`` (axes not named match anything)."""
+        """Finished cells whose axes match ``names`` (config names or glob patterns; axes not named
+        match anything)."""
         return [cell for cell in self.finished if cell.matches(names)]
 
     def unfinished_matching(self, names: Mapping[str, str]) -> list[CellRun]:

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import Iterator, Sequence
 
 from medexp.report.conditions import Condition, ConditionError
+from medexp.report.quantifiers import Quantifier, QuantifierError
 
 AXES = ("model", "bench", "detector", "control")
 ANY = "*"
+PATTERN_CHARACTERS = frozenset("*?[")  # a selected name holding one of them is a glob pattern (fnmatch)
 NO_EVIDENCE = "no evidence"  # the status of a claim whose evidence is incomplete (reserved word)
 GROUP = "claims"
 
@@ -26,9 +29,18 @@ class ClaimError(ValueError):
     """A claim file that cannot be used, with the file and the problem named."""
 
 
+def is_pattern(name: str) -> bool:
+    return not PATTERN_CHARACTERS.isdisjoint(name)
+
+
+def name_matches(name: str, selected: str) -> bool:
+    """A cell's config name against a selected name or glob pattern (``demo_clean_s*``)."""
+    return fnmatchcase(name, selected) if is_pattern(selected) else name == selected
+
+
 @dataclass(frozen=True)
 class Selection:
-    """Per axis the accepted config names, or None for any ("*")."""
+    """Per axis the accepted config names and glob patterns, or None for any ("*")."""
 
     model: tuple[str, ...] | None
     bench: tuple[str, ...] | None
@@ -39,7 +51,8 @@ class Selection:
         return getattr(self, axis)
 
     def combinations(self) -> Iterator[dict[str, str]]:
-        """Each combination of the listed names (wildcard axes left out): one expected cell group."""
+        """Each combination of the listed names and patterns (wildcard axes left out): one expected
+        cell group (a pattern's group, like a wildcard's, needs at least one run)."""
         listed = [axis for axis in AXES if self.names(axis) is not None]
         for values in itertools.product(*(self.names(axis) for axis in listed)):
             yield dict(zip(listed, values))
@@ -63,7 +76,8 @@ class Evidence:
     name: str
     selection: Selection
     condition: Condition
-    quantifier: str  # "all", "any" or "sign_test"
+    quantifier: Quantifier
+    expect: int | None = None  # the number of finished cells the selection must match
 
 
 @dataclass(frozen=True)
@@ -131,7 +145,15 @@ def _evidence(item: dict, where: str) -> Evidence:
     except ConditionError as error:
         raise ClaimError(f"{label}: {error}") from None
     selection = Selection(**{axis: _axis_names(item["select"][axis], f"{label}, select.{axis}") for axis in AXES})
-    return Evidence(str(name), selection, condition, str(item["quantifier"]))
+    expect = item.get("expect")
+    if expect is not None and expect < 1:
+        raise ClaimError(f"{label}: expect must be a number of cells (1 or more), got {expect}")
+    try:
+        quantifier = Quantifier.parse(item["quantifier"])
+        quantifier.check_expected(expect)
+    except QuantifierError as error:
+        raise ClaimError(f"{label}: {error}") from None
+    return Evidence(str(name), selection, condition, quantifier, expect)
 
 
 def _given(value) -> bool:
@@ -140,7 +162,7 @@ def _given(value) -> bool:
 
 
 def _axis_names(value, label: str) -> tuple[str, ...] | None:
-    """A name, a list of names, or "*" (any) -> a tuple of names, or None for any."""
+    """A name or pattern, a list of them, or "*" (any) -> a tuple of names and patterns, or None for any."""
     if value == ANY:
         return None
     if isinstance(value, (str, int)) and not isinstance(value, bool):
@@ -150,7 +172,8 @@ def _axis_names(value, label: str) -> tuple[str, ...] | None:
             raise ClaimError(f"{label}: a list must hold config names only, got {value!r}")
         names = [str(entry) for entry in value]
     else:
-        raise ClaimError(f"{label}: expected a config name, a non-empty list of names or '*', got {value!r}")
+        raise ClaimError(f"{label}: expected a config name or glob pattern, a non-empty list of them or '*', "
+                         f"got {value!r}")
     if ANY in names:
         raise ClaimError(f"{label}: '*' stands alone (any name); it cannot be part of a list {names!r}")
     if not all(name.strip() for name in names):

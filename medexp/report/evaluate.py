@@ -1,12 +1,14 @@
 """Resolve claims against the tracked cells.
 
-An evidence item selects cells (each combination of the names it lists is an expected cell
-group; an axis given as "*" matches any name but its group needs at least one run) and checks
-its condition on each selected cell, combined with ``all``, ``any`` or ``sign_test`` (more cells
-meet it than chance: a one-sided exact sign test at p < 0.05). The item has no evidence
-when a group has no finished run or a selected cell lacks a value the condition reads (or holds
-NaN). A claim takes its ``holds`` word when every item holds, its ``fails`` word when all items
-have evidence and one fails, and "no evidence" when any item lacks evidence.
+An evidence item selects cells (each combination of the names and glob patterns it lists is an
+expected cell group; an axis given as "*" or as a pattern matches many names but its group needs
+at least one run) and checks its condition on each selected cell, combined by its quantifier
+(:mod:`medexp.report.quantifiers`: all, any, sign_test, at least / at most K cells or a share F
+of them). The item has no evidence when a group has no finished run, when a selected cell lacks
+a value the condition reads (or holds NaN), or when the item states ``expect`` and the number of
+finished cells it selects differs (the runs of those cells that did not finish are named). A
+claim takes its ``holds`` word when every item holds, its ``fails`` word when all items have
+evidence and one fails, and "no evidence" when any item lacks evidence.
 """
 
 from __future__ import annotations
@@ -52,6 +54,11 @@ class EvidenceResult:
     missing: tuple[MissingCell, ...]
     outcome: Outcome
 
+    @property
+    def met(self) -> int:
+        """How many checked cells meet the condition."""
+        return sum(check.met for check in self.checks)
+
 
 @dataclass(frozen=True)
 class ClaimResult:
@@ -83,6 +90,7 @@ def evaluate_evidence(evidence: Evidence, index: CellIndex) -> EvidenceResult:
     checks: list[CellCheck] = []
     missing: list[MissingCell] = []
     condition = evidence.condition
+    seen: set[str] = set()  # overlapping patterns select a cell once
     for names in evidence.selection.combinations():
         cells = index.select(names)
         if not cells:
@@ -90,31 +98,40 @@ def evaluate_evidence(evidence: Evidence, index: CellIndex) -> EvidenceResult:
             missing.append(MissingCell(_pattern(names), _no_run_reason(attempts), attempts))
             continue
         for cell in cells:
+            if cell.key in seen:
+                continue
+            seen.add(cell.key)
             values = {name: cell.values.get(name, math.nan) for name in sorted(condition.names)}
             absent = [name for name, value in values.items() if not math.isfinite(value)]
             if absent:
                 missing.append(MissingCell(cell.key, f"run {cell.run_id} has no value for {', '.join(absent)}"))
             else:
                 checks.append(CellCheck(cell, values, condition.holds(values)))
+    if evidence.expect is not None and len(seen) != evidence.expect:
+        named = {attempt.run_id for entry in missing for attempt in entry.attempts}
+        missing.append(_unexpected_count(evidence, index, len(seen), named))
     if missing:
         outcome = Outcome.no_evidence
-    elif evidence.quantifier == "sign_test":
-        met = sum(check.met for check in checks)
-        outcome = Outcome.holds if sign_test_p(met, len(checks)) < SIGN_TEST_LEVEL else Outcome.fails
     else:
-        combine = all if evidence.quantifier == "all" else any
-        outcome = Outcome.holds if combine(check.met for check in checks) else Outcome.fails
+        met = sum(check.met for check in checks)
+        outcome = Outcome.holds if evidence.quantifier.holds(met, len(checks)) else Outcome.fails
     return EvidenceResult(evidence, tuple(checks), tuple(missing), outcome)
 
 
-SIGN_TEST_LEVEL = 0.05
-
-
-def sign_test_p(met: int, cells: int) -> float:
-    """One-sided exact sign test that more than half the cells meet a condition (1 for no cells)."""
-    from scipy.stats import binomtest
-
-    return float(binomtest(met, cells, 0.5, alternative="greater").pvalue) if cells else 1.0
+def _unexpected_count(evidence: Evidence, index: CellIndex, found: int, named: set[str]) -> MissingCell:
+    """The selection's shortfall (or excess) against ``expect``, with the runs of selected cells that
+    never finished (those not ``named`` already by a missing group)."""
+    unfinished = {attempt.key: attempt for names in evidence.selection.combinations()
+                  for attempt in index.unfinished_matching(names)}
+    attempts = tuple(attempt for attempt in unfinished.values() if attempt.run_id not in named)
+    if found < evidence.expect:
+        reason = f"{found} of the {evidence.expect} expected cells have a finished run"
+        if unfinished:
+            reason += f"; {len(unfinished)} selected cells never finished"
+    else:
+        reason = (f"{found} finished cells match, the claim expects {evidence.expect}: "
+                  "narrow the selection or correct 'expect'")
+    return MissingCell(evidence.selection.describe(), reason, attempts)
 
 
 def _pattern(names: dict[str, str]) -> str:

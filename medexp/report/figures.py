@@ -10,6 +10,11 @@ Each figure is drawn only when the runs it needs exist:
 * Fig. 5: top-K Jaccard heatmaps per benchmark and control, from topk_jaccard ``per_pair`` tables.
 * Fig. 7: the confound simulation, (a) Pr[Delta > 100] per synthetic model, (b) the clean
   probe's false-positive flag probability against the number of low-gain outliers.
+* Replicates: per detector and control, the flag rate over independently trained clean and
+  leaky models with Wilson intervals (medexp.report.replicates).
+
+Replicate cells (a seed in their model or corpus name) are left out of Figs. 2, 3 and 5, which
+show one cell per bar, line or matrix entry; the replicate figure summarises them.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from medexp.report.cells import CellIndex, CellRun
+from medexp.report.replicates import ReplicateRow, replicate_rows, replicate_seed
 
 SIGNIFICANT = 0.01  # Fig. 1 marks cells with p below this (the audit's threshold)
 EXCHANGEABILITY_FAMILIES = ("exch", "exch_rank")
@@ -43,6 +49,7 @@ def draw_figures(index: CellIndex, tables: Mapping[str, Mapping[str, Any]]) -> l
         alpha_sweeps(index, tables.get("alpha_sweep", {})),
         jaccard_heatmaps(index, tables.get("per_pair", {})),
         confound_panels(index),
+        replicate_flag_rates(replicate_rows(index)),
     ]
     return [figure for figure in drawn if figure is not None]
 
@@ -140,7 +147,7 @@ def alpha_sweeps(index: CellIndex, sweeps: Mapping[str, Any]) -> ReportFigure | 
 def jaccard_heatmaps(index: CellIndex, pair_tables: Mapping[str, Any]) -> ReportFigure | None:
     panels: dict[tuple[str, str], dict[frozenset, Any]] = {}
     for cell in index.finished:
-        if cell.run_id not in pair_tables:
+        if cell.run_id not in pair_tables or replicate_seed(cell) is not None:
             continue
         pairs = panels.setdefault((cell.bench, cell.control), {})
         for row in pair_tables[cell.run_id].itertuples():
@@ -213,8 +220,52 @@ def confound_panels(index: CellIndex) -> ReportFigure | None:
                         figure)
 
 
+def replicate_flag_rates(rows: list[ReplicateRow]) -> ReportFigure | None:
+    """Flag rate with its Wilson interval per detector and control, clean and leaky models side by side;
+    a second panel for the Bonferroni-significant rate when the runs give it."""
+    if not rows:
+        return None
+    benches = _ordered(row.bench for row in rows)
+    label = (lambda row: f"{row.detector}\n{row.control}") if len(benches) == 1 else \
+        (lambda row: f"{row.bench}: {row.detector}\n{row.control}")
+    groups = list(dict.fromkeys(label(row) for row in rows))
+    series = list(dict.fromkeys((row.role, row.models, row.dose) for row in rows))
+    panels = [("flagged", "flag == 1", lambda row: row.flagged)]
+    if any(row.significant is not None for row in rows):
+        panels.append(("significant", "p_bonferroni < alpha", lambda row: row.significant))
+    figure = _figure(max(6.0, 0.7 * len(groups) + 2.5), 3.4 * len(panels))
+    width = 0.7 / len(series)
+    alphas = {row.alpha for row in rows if row.alpha is not None}
+    alpha = alphas.pop() if len(alphas) == 1 else None  # one reference line when the detectors share it
+    for axes, (title, rule, rate_of) in zip(figure.subplots(len(panels), 1, squeeze=False)[:, 0], panels):
+        for position, (role, models, dose) in enumerate(series):
+            colour = "tab:blue" if role == "clean" else ("tab:red" if role == "leaky" else "tab:gray")
+            points = [(groups.index(label(row)), rate_of(row)) for row in rows
+                      if (row.role, row.models, row.dose) == (role, models, dose) and rate_of(row) is not None]
+            if not points:
+                continue
+            x = np.array([group for group, _ in points]) + (position - (len(series) - 1) / 2) * width
+            rates = np.array([rate.rate for _, rate in points])
+            errors = np.clip([[rate.rate - rate.low for _, rate in points], [rate.high - rate.rate for _, rate in points]],
+                             0.0, None)  # rounding must not make an error bar negative
+            dose_text = "" if math.isnan(dose) else f", dose {dose:g}"
+            axes.errorbar(x, rates, yerr=errors, fmt="o" if role != "leaky" else "s", color=colour, capsize=3,
+                          markersize=4, label=f"{models} ({role or 'replicates'}{dose_text})")
+        if alpha is not None:
+            axes.axhline(alpha, color="black", linestyle=":", linewidth=0.8, label=f"alpha = {alpha:g}")
+        axes.set_xticks(range(len(groups)), groups, fontsize=7)
+        axes.set(ylim=(-0.03, 1.03), ylabel=f"share {title}")
+        axes.set_title(f"{rule} over replicates (Wilson 95% intervals)", fontsize=10)
+        axes.legend(fontsize=7)
+    return ReportFigure("replicate_flag_rates",
+                        "Replicates: per detector and control, the share of independently trained clean models "
+                        "(false-positive rate) and leaky models (power) that are flagged, with Wilson 95% "
+                        "intervals; dotted: the detectors' alpha.", figure)
+
+
 def _image_nn_cells(index: CellIndex) -> list[CellRun]:
-    return [cell for cell in index.finished if "flag_rate" in cell.values and "tau_alpha" in cell.values]
+    return [cell for cell in index.finished
+            if "flag_rate" in cell.values and "tau_alpha" in cell.values and replicate_seed(cell) is None]
 
 
 def _image_label(cell: CellRun) -> str:

@@ -12,6 +12,7 @@ from medexp.report.cells import CellIndex
 from medexp.report.document import Block, Bullets, Code, Heading, Image, Link, Paragraph, Status, Strong, Table
 from medexp.report.evaluate import ClaimResult, EvidenceResult, status_counts
 from medexp.report.figures import ReportFigure
+from medexp.report.replicates import CONFIDENCE, UNIT, Rate, ReplicateRow, seed_ranges
 
 TITLE = "Claims-to-evidence map"
 GLOSSARY = {
@@ -34,8 +35,9 @@ class ReportContext:
 
 
 def report_blocks(results: Sequence[ClaimResult], index: CellIndex, figures: Sequence[ReportFigure],
-                  context: ReportContext, figure_paths: dict[str, str], table_files: Sequence[str]) -> list[Block]:
-    """The whole report: summary table, one section per claim, figures, cells, glossary."""
+                  context: ReportContext, figure_paths: dict[str, str], table_files: Sequence[str],
+                  replicates: Sequence[ReplicateRow] = (), replicate_file: str = "") -> list[Block]:
+    """The whole report: summary table, one section per claim, replicates, figures, cells, glossary."""
     counts = status_counts(results)
     blocks: list[Block] = [
         Heading(1, TITLE),
@@ -52,6 +54,7 @@ def report_blocks(results: Sequence[ClaimResult], index: CellIndex, figures: Seq
     ]
     for result in results:
         blocks += _claim_blocks(result)
+    blocks += _replicate_blocks(replicates, replicate_file)
     if figures:
         blocks.append(Heading(2, "Figures"))
         blocks += [Image(figure_paths[figure.name], figure.caption) for figure in figures]
@@ -82,6 +85,7 @@ def _evidence_blocks(item: EvidenceResult) -> list[Block]:
         Paragraph(["Rule: ", *_rule_text(item)]),
     ]
     if item.checks:
+        blocks.append(Paragraph([f"Count: {_count_text(item)} ", Code(evidence.condition.text), "."]))
         names = sorted(evidence.condition.names)
         blocks.append(Table(["cell", "run", *names, "meets the rule"], [
             [[Code(check.cell.key)], [Code(check.cell.run_id)], *([_number(check.values[name])] for name in names),
@@ -103,9 +107,43 @@ def _evidence_blocks(item: EvidenceResult) -> list[Block]:
 
 def _rule_text(item: EvidenceResult) -> list:
     evidence = item.evidence
-    which = {"all": "every selected cell", "any": "at least one selected cell",
-             "sign_test": "more selected cells than chance (one-sided sign test, p < 0.05)"}[str(evidence.quantifier)]
-    return [f"{which} ({evidence.selection.describe()}) satisfies ", Code(evidence.condition.text), "."]
+    return [Code(evidence.condition.text),
+            f" holds on {evidence.quantifier.describe(evidence.expect)} ({evidence.selection.describe()})."]
+
+
+def _count_text(item: EvidenceResult) -> str:
+    """E.g. "9 of 10 cells meet"."""
+    cells = len(item.checks)
+    return f"{item.met} of {cells} cell{'' if cells == 1 else 's'} meet{'s' if cells == 1 else ''}"
+
+
+def _replicate_blocks(rows: Sequence[ReplicateRow], table_file: str) -> list[Block]:
+    if not rows:
+        return []
+    level = f"{100 * CONFIDENCE:g}%"
+    return [
+        Heading(2, "Replicates"),
+        Paragraph([
+            (f"Flag rates over replicates. Resampling unit: one replicate is {UNIT}; the benchmark, the "
+             "cohort and the detector settings are the same in every replicate. Clean rows (dose 0) are the "
+             "false-positive rate of the whole pipeline, training included; leaky rows its power at that "
+             "dose (leak epochs). flagged: the detector's own flag; significant: p_bonferroni below the "
+             f"detector's alpha, corrected over the cell's family. Each rate with its Wilson {level} interval"),
+            *(["; also in ", Link(table_file, table_file)] if table_file else []), ".",
+        ]),
+        Table(["bench", "detector", "control", "models", "role", "dose", "replicates (seeds)", "flagged",
+               "alpha", "significant"], [
+            [[row.bench], [Code(row.detector)], [row.control], [Code(row.models)], [row.role],
+             [_number(row.dose, digits=0)], [f"{row.flagged.n} ({seed_ranges(row.seeds)})"], [_rate(row.flagged)],
+             ["" if row.alpha is None else f"{row.alpha:g}"], ["" if row.significant is None else _rate(row.significant)]]
+            for row in rows
+        ]),
+    ]
+
+
+def _rate(rate: Rate) -> str:
+    """E.g. "9/10 = 0.90 [0.60, 0.98]"."""
+    return f"{rate.count}/{rate.n} = {rate.rate:.2f} [{rate.low:.2f}, {rate.high:.2f}]"
 
 
 def _cells_blocks(index: CellIndex, table_files: Sequence[str]) -> list[Block]:
@@ -167,11 +205,43 @@ def latex_table(results: Sequence[ClaimResult], context: ReportContext) -> str:
     ])
 
 
+def latex_replicate_table(rows: Sequence[ReplicateRow], context: ReportContext) -> str:
+    """A ``table`` environment of the replicate table ("" without replicates)."""
+    if not rows:
+        return ""
+    body = []
+    for row in rows:
+        significant = "" if row.significant is None else _rate(row.significant)
+        body.append(" & ".join(_latex(text) for text in (
+            row.detector, row.control, row.models, _number(row.dose, digits=0), str(row.flagged.n),
+            _rate(row.flagged), significant)) + r" \\")
+    level = f"{100 * CONFIDENCE:g}"
+    return "\n".join([
+        (f"% Replicate table generated by medexp.report from experiment {context.experiment} "
+         f"({context.created}), report run {context.report_run_id}."),
+        r"\begin{table}[t]",
+        r"\centering\small",
+        r"\begin{tabular}{lllrrll}",
+        r"\hline",
+        r"Detector & Control & Models & Dose & $n$ & Flagged & Significant \\ \hline",
+        *body,
+        r"\hline",
+        r"\end{tabular}",
+        (f"\\caption{{Flag rates over replicates, each {_latex(UNIT)}, with Wilson {level}\\% intervals. Dose: leak "
+         r"epochs (0: clean, the false-positive rate; otherwise the power). Flagged: the detector's flag; "
+         r"significant: Bonferroni-adjusted $p$ below the detector's $\alpha$.}"),
+        r"\label{tab:replicates}",
+        r"\end{table}",
+        "",
+    ])
+
+
 def _latex_evidence(item: EvidenceResult) -> str:
     cells = [f"{check.cell.model}/{check.cell.bench}/{check.cell.detector}/{check.cell.control} "
              f"({check.cell.run_id[:8]})" for check in item.checks]
     cells += [f"missing {missing.cell_key.replace(',', '/')}" for missing in item.missing]
-    return f"\\emph{{{_latex(item.evidence.name)}}} ({_latex(item.outcome.value)}): {_latex(', '.join(cells))}"
+    outcome = f"{item.outcome.value}; {_count_text(item)} the condition" if item.checks else item.outcome.value
+    return f"\\emph{{{_latex(item.evidence.name)}}} ({_latex(outcome)}): {_latex(', '.join(cells))}"
 
 
 def _latex(text: str) -> str:

@@ -20,19 +20,29 @@ from hydra_plugins.medexp_grid_sweeper.medexp_grid_sweeper import expand_grid  #
 from medexp.runner.cell import Cell  # noqa: E402
 
 EXPERIMENTS = sorted(path.stem for path in (conf_dir() / "experiment").glob("*.yaml"))
+# Composing a cell takes about 0.3 s: the replicate preset's 280 cells are checked by the
+# test_demo_replicates_* tests below, which compose one replicate seed and derive the others.
+REPLICATES = "demo_replicates"
 
 
-def _cells(experiment: str):
+def _jobs(experiment: str) -> list[list[str]]:
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         base = compose("config", [f"experiment={experiment}"], return_hydra_config=True)
         grid = OmegaConf.to_container(base.hydra.sweeper.grid, resolve=True)
         assert base.hydra.mode.name == "MULTIRUN", f"{experiment} should launch its grid by itself"
-        parser = OverridesParser.create()
-        jobs = expand_grid(grid, [], parser)
+        return expand_grid(grid, [], OverridesParser.create())
+
+
+def _compose(experiment: str, jobs: list[list[str]]):
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         return [compose("config", [f"experiment={experiment}", *job]) for job in jobs]
 
 
-@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def _cells(experiment: str):
+    return _compose(experiment, _jobs(experiment))
+
+
+@pytest.mark.parametrize("experiment", [name for name in EXPERIMENTS if name != REPLICATES])
 def test_every_cell_of_the_preset_composes_with_a_distinct_key(experiment):
     cells = _cells(experiment)
     keys = Counter(Cell.from_config(cfg).key for cfg in cells)
@@ -60,3 +70,70 @@ def test_demo_grid_stays_offline():
     assert {cfg.model.source for cfg in cells if cfg.model.name != "none"} == {"demo", "synthetic"}
     for cfg in cells:
         assert not getattr(cfg.control, "baselines", None) or all(name.startswith("demo") for name in cfg.control.baselines)
+
+
+MODEL_SEED, CORPUS_SEED = "model.demo.seed", "detector.corpus.source.demo_corpus.seed"
+
+
+def _replicate_seed(job: list[str]) -> tuple[str, int]:
+    (override,) = [item for item in job if item.split("=", 1)[0] in (MODEL_SEED, CORPUS_SEED)]
+    key, value = override.split("=", 1)
+    return key, int(value)
+
+
+@pytest.fixture(scope="module")
+def replicate_jobs():
+    """The preset's jobs by replicate seed, and the composed cells of seed 10 by job."""
+    by_seed: dict[int, list[list[str]]] = {}
+    for job in _jobs(REPLICATES):
+        by_seed.setdefault(_replicate_seed(job)[1], []).append(job)
+    first = by_seed[10]
+    return by_seed, dict(zip((frozenset(job) for job in first), _compose(REPLICATES, first)))
+
+
+def test_demo_replicates_gives_every_replicate_its_own_cell_and_family(replicate_jobs):
+    """All 280 cells: those of seed 10 composed, every other seed's derived from its seed-10 twin
+    (the jobs differ only in the seed value, which the names and families interpolate)."""
+    by_seed, composed = replicate_jobs
+    assert sorted(by_seed) == list(range(10, 20)) and sum(map(len, by_seed.values())) == 280
+    first = by_seed[10]
+    cells = []
+    for seed, seed_jobs in by_seed.items():
+        assert len(seed_jobs) == len(first) == 28  # 13 cells per model x 2 models + 2 image cells
+        for job in seed_jobs:
+            key, _ = _replicate_seed(job)
+            twin = frozenset(f"{key}=10" if item == f"{key}={seed}" else item for item in job)
+            cfg = composed[twin].copy()
+            OmegaConf.update(cfg, key, seed)
+            cells.append(cfg)
+    keys = Counter(Cell.from_config(cfg).key for cfg in cells)
+    assert max(keys.values()) == 1, [key for key, n in keys.items() if n > 1]
+    names = Counter(cfg.model.name for cfg in cells)
+    assert names["demo_clean_s13"] == names["demo_leaky_e30_s13"] == 13 and names["none"] == 20
+    detectors = {cfg.detector.name for cfg in cells if cfg.model.name == "none"}
+    assert detectors == {f"image_nn-phash-demo_s{seed}" for seed in range(10, 20)}
+    # Each training seed is one replicate of demo_grid's families (its clean and its leaky model);
+    # a corpus seed's image cells are theirs.
+    families = Counter(cfg.family for cfg in cells)
+    assert families["exch/none/replicate_s13"] == families["loss/external_baseline_demo/replicate_s13"] == 2
+    assert families["image_nn/none/replicate_s13"] == families["image_nn/negative_demo_ood/replicate_s13"] == 1
+    negative = [cfg for cfg in cells if cfg.control.name == "negative_demo_ood"]
+    assert all(cfg.control.images.demo_corpus.seed == cfg.detector.corpus.source.demo_corpus.seed for cfg in negative)
+
+
+def test_demo_replicates_costs_20_models_against_the_fixed_demo_cohort(replicate_jobs):
+    from medexp.config import model_config
+
+    cells = list(replicate_jobs[1].values())
+    trained = {(cfg.model.demo.seed, cfg.model.demo.leak_epochs) for cfg in cells if cfg.model.name != "none"}
+    assert trained == {(10, 0), (10, 30)}  # per seed; 20 models over the ten seeds
+    assert Counter(cfg.detector.name for cfg in cells if cfg.model.name != "none") == {
+        "exch": 4, "exch_rank": 10, "mink_tail": 4, "topk_jaccard": 4, "loss": 4}
+    cohorts = {tuple(cfg.detector.cohort) for cfg in cells if "cohort" in cfg.detector}
+    assert cohorts == {("demo_clean", "demo_clean_b", "demo_clean_c", "demo_leaky", "demo_leaky_b")}
+    # no replicate meets its twin (same training seed) in the cohort or as the external baseline
+    references = {*cohorts.pop(), *(name for cfg in cells for name in cfg.control.get("baselines", []))}
+    reference_seeds = {model_config(name).demo.seed for name in references}
+    assert reference_seeds == {0, 1, 2} and reference_seeds.isdisjoint(range(10, 20))
+    # demo_clean itself is unchanged: seed 0, its own name
+    assert (model_config("demo_clean").name, model_config("demo_clean").demo.seed) == ("demo_clean", 0)

@@ -61,7 +61,7 @@ def test_a_users_folder_adds_a_claim(tmp_path):
     assert claim.id == "my_claim" and claim.holds == "survives"
     (evidence,) = claim.evidence
     assert evidence.selection.model == ("m1", "m2") and evidence.selection.bench == ("b",)
-    assert evidence.quantifier == "all" and evidence.condition.names == {"p_value"}
+    assert str(evidence.quantifier) == "all" and evidence.expect is None and evidence.condition.names == {"p_value"}
 
 
 def test_an_unknown_claim_id_lists_the_available_ones():
@@ -73,7 +73,7 @@ BAD_FILES = {
     "unknown_key": (GOOD.format(id="unknown_key") + "evidnce: []\n", "Key 'evidnce' not in 'ClaimConfig'"),
     "unknown_item_key": (GOOD.format(id="unknown_item_key").replace("require:", "requires:"), "Key 'requires'"),
     "bad_quantifier": (GOOD.format(id="bad_quantifier").replace("    require", "    quantifier: most\n    require"),
-                       "Invalid value 'most', expected one of \\[all, any, sign_test\\]"),
+                       "evidence 'release': quantifier 'most' is not one of all, any, sign_test, 'at_least K'"),
     "wrong_type": ("id: wrong_type\nsentence: s\nevidence: just text\nstatuses: {holds: a, fails: b}\n", "evidence"),
     "unsafe": (GOOD.format(id="unsafe").replace("p_value < 0.05", "__import__('os').getcwd() == 1"),
                "evidence 'release'.*not allowed"),
@@ -87,7 +87,44 @@ BAD_FILES = {
                       "statuses.fails must be a status word"),
     "reserved_status": (GOOD.format(id="reserved_status").replace("fails: collapses", "fails: no evidence"),
                         "reserves"),
+    "count_without_expect": (GOOD.format(id="count_without_expect").replace("    require", "    quantifier: at_least 9\n    require"),
+                             "evidence 'release': quantifier 'at_least 9' counts cells: state how many"),
+    "count_above_expect": (GOOD.format(id="count_above_expect").replace(
+        "    require", "    quantifier: at_least 11\n    expect: 10\n    require"), "K must be between 1 and 10"),
+    "bad_share": (GOOD.format(id="bad_share").replace("    require", "    quantifier: fraction_at_least 90%\n    require"),
+                  "'90%' is not a number"),
+    "expect_zero": (GOOD.format(id="expect_zero").replace("    require", "    expect: 0\n    require"),
+                    "expect must be a number of cells \\(1 or more\\), got 0"),
+    "expect_text": (GOOD.format(id="expect_text").replace("    require", "    expect: ten\n    require"),
+                    "Value .ten. of type .str. could not be converted to Integer"),
 }
+
+
+REPLICATES = """\
+id: replicates
+sentence: exch flags at least 9 of 10 leaky replicates.
+evidence:
+  - name: leaky
+    select: {model: "demo_leaky_e30_s*", bench: demo, detector: exch, control: [none, "order_*"]}
+    require: p_bonferroni < 0.01
+    quantifier: at_least 9
+    expect: 10
+  - name: share
+    select: {model: "demo_clean_s1?"}
+    require: p_bonferroni < 0.01
+    quantifier: fraction_at_most 0.1
+    expect: 10
+statuses: {holds: confirmed, fails: refuted}
+"""
+
+
+def test_a_replicate_claim_loads_its_patterns_quantifiers_and_expected_counts(tmp_path):
+    user = _write_claim(tmp_path, "replicates", REPLICATES)
+    (claim,) = load_claims(["replicates"], search_path=[user])
+    leaky, share = claim.evidence
+    assert leaky.selection.model == ("demo_leaky_e30_s*",) and leaky.selection.control == ("none", "order_*")
+    assert (str(leaky.quantifier), leaky.expect) == ("at_least 9", 10)
+    assert (str(share.quantifier), share.expect, share.selection.bench) == ("fraction_at_most 0.1", 10, None)
 
 
 @pytest.mark.parametrize("name", list(BAD_FILES))

@@ -14,7 +14,7 @@ import pytest
 import medexp  # noqa: F401  (registers the schemas)
 from medexp.tracking import Tracker
 from tests.conftest import REPO
-from tests.report.tracked_cells import log_cell, tracking_config
+from tests.report.tracked_cells import log_cell, replicate_model, tracking_config
 
 IMAGE_NN = "image_nn-phash-demo"
 SWEEP = pd.DataFrame({"alpha": [0.001, 0.01, 0.1], "k": [1, 6, 60], "tau": [0.1, 0.2, 0.3],
@@ -67,7 +67,7 @@ def store(tracking_uri, tmp_path):
                  params={"control.kind": "synthetic", f"control.cohort.{model}.gain": str(gain)})
     log_cell(tracker, "probe", "synthetic", "composition_sweep", "synthetic",
              {f"false_positive_flag_prob_{k}": float(k >= 2) for k in range(5)}, params={"control.kind": "synthetic"})
-    runs["failed"] = log_cell(tracker, "demo_clean", "demo", "exch", "none", {},
+    runs["failed"] = log_cell(tracker, "demo_clean_s10", "demo", "exch", "none", {},
                               fail_with=RuntimeError("scorer ran out of memory"))
     return tracker, runs
 
@@ -96,11 +96,13 @@ def test_the_report_cli_writes_the_map_figures_and_a_report_run(store, tracking_
     # the user's claim: Bonferroni over the two release cells, 0.002 x 2 = 0.004 < 0.05
     assert "user\\_leak\\_claim: confirmed" in markdown
     assert f"`{runs['demo_leaky']}`" in markdown and "| 0.004 |" in markdown
-    # the image claim has its evidence (planted copies found, OOD control clean)
-    assert "demo\\_image\\_overlap: survives" in markdown
+    # the demo claims rest on replicates, which this store lacks: each names what is missing
+    assert "demo\\_image\\_overlap: no evidence" in markdown
+    assert ("`model=any, bench=demo, detector=image_nn-phash-demo_s*, control=none`: "
+            "0 of the 10 expected cells have a finished run") in markdown
     # a claim whose cells were never run names them; a failed run's error is shown
     assert "demo\\_exch\\_detects\\_leak: no evidence" in markdown
-    assert "`model=demo_clean,bench=demo,detector=exch,control=none`: no FINISHED run (latest: FAILED)" in markdown
+    assert "`model=demo_clean_s*,bench=demo,detector=exch,control=none`: no FINISHED run (latest: FAILED)" in markdown
     assert f"`{runs['failed']}` FAILED: RuntimeError: scorer ran out of memory" in markdown
     assert "![Fig. 1 (exch\\_rank)" in markdown and "(figures/fig1_exchangeability_exch_rank.png)" in markdown
 
@@ -113,7 +115,7 @@ def test_the_report_cli_writes_the_map_figures_and_a_report_run(store, tracking_
     leaky = cells.loc["model=demo_leaky,bench=demo,detector=exch_rank,control=none"]
     assert (leaky["family"], leaky["p_bonferroni"], leaky["q_bh"], leaky["family_size"]) == \
         ("exch_rank/none", pytest.approx(0.004), pytest.approx(0.004), 2)
-    assert cells.loc["model=demo_clean,bench=demo,detector=exch,control=none", "status"] == "FAILED"
+    assert cells.loc["model=demo_clean_s10,bench=demo,detector=exch,control=none", "status"] == "FAILED"
 
     # the report run holds every file and counts the claims per status
     import mlflow
@@ -125,7 +127,7 @@ def test_the_report_cli_writes_the_map_figures_and_a_report_run(store, tracking_
     counts = report_run.metrics
     n_claims = len(list((REPO / "conf" / "claims").glob("*.yaml"))) + 1
     assert counts["n_claims"] == n_claims
-    assert counts["claims_confirmed"] >= 1 and counts["claims_survives"] >= 1
+    assert counts["claims_confirmed"] >= 1 and counts["claims_no_evidence"] >= 1
     assert counts["outcome_holds"] + counts["outcome_fails"] + counts["outcome_no_evidence"] == n_claims
     assert "statuses: " in result.stdout and "no evidence" in result.stdout
 
@@ -152,7 +154,7 @@ def test_a_bad_claim_file_stops_the_report_with_its_name(tracking_uri, tmp_path)
         """))
     result = run_report(f"tracking.uri={tracking_uri}", f"output_dir={tmp_path / 'out'}", "--config-dir", str(tmp_path))
     assert result.returncode != 0
-    assert "claims/broken.yaml" in result.stderr and "expected one of [all, any, sign_test]" in result.stderr
+    assert "claims/broken.yaml" in result.stderr and "quantifier 'most' is not one of all, any, sign_test" in result.stderr
     assert not Path(tmp_path / "out").exists()
 
 
@@ -164,3 +166,48 @@ def test_search_cells_leaves_out_sweep_and_report_runs(tracking_uri, tmp_path):
         tracker.set_tags(other, {"medexp.kind": kind})
     tracker.start("not a cell", {}, {})
     assert [run.run_id for run in tracker.search_cells()] == [cell]
+
+
+@pytest.mark.slow  # about 25 s on 2 busy cores: 39 runs logged, then the report's subprocess
+def test_the_report_resolves_replicate_claims_and_writes_the_replicate_table(tracking_uri, tmp_path):
+    """Ten clean and ten leaky exch replicates (one leaky missed, one clean false positive), and nine
+    of the ten image corpus replicates: the exch claim holds, the image claim has no evidence."""
+    tracker = Tracker(tracking_config(tracking_uri), tmp_path)
+    for position, seed in enumerate(range(10, 20)):
+        for arm, p in (("leaky", 0.3 if position == 4 else 1e-4), ("clean", 0.001 if position == 7 else 0.6)):
+            model, params = replicate_model(arm, seed)
+            log_cell(tracker, model, "demo", "exch", "none", {"p_value": p, "flag": float(p < 0.01)}, params=params,
+                     family=f"exch/none/replicate_s{seed}")
+        if seed < 19:  # the last corpus seed never ran
+            log_cell(tracker, "none", "demo", f"image_nn-phash-demo_s{seed}", "none",
+                     {"p_value": 1e-40, "flag": 1.0, "truth_recall": 0.97, "n_flagged": 104.0},
+                     params={"detector.corpus.source.demo_corpus.seed": str(seed)},
+                     family=f"image_nn/none/replicate_s{seed}")
+    out = tmp_path / "report"
+    result = run_report(f"tracking.uri={tracking_uri}", f"output_dir={out}",
+                        "claim_ids=[demo_exch_detects_leak,demo_image_overlap]")
+    assert result.returncode == 0, result.stderr
+    assert "replicates.csv" in result.stdout and "statuses: confirmed 1, no evidence 1" in result.stdout
+
+    markdown = (out / "claims_to_evidence.md").read_text()
+    assert "demo\\_exch\\_detects\\_leak: confirmed" in markdown
+    assert "Count: 9 of 10 cells meet `p_bonferroni < 0.01`." in markdown  # the leaky arm
+    assert "Count: 1 of 10 cells meet `p_bonferroni < 0.01`." in markdown  # the clean arm
+    assert "demo\\_image\\_overlap: no evidence" in markdown
+    assert ("`model=any, bench=demo, detector=image_nn-phash-demo_s*, control=none`: "
+            "9 of the 10 expected cells have a finished run") in markdown
+    assert "## Replicates" in markdown and "![Replicates:" in markdown
+
+    table = pd.read_csv(out / "replicates.csv").set_index("models")
+    assert list(table.index) == ["demo_clean", "demo_leaky_e30"]  # image corpus replicates have no model seed
+    assert (table.loc["demo_leaky_e30", "flagged"], table.loc["demo_leaky_e30", "replicates"]) == (9, 10)
+    assert (table.loc["demo_clean", "significant"], table.loc["demo_clean", "dose"]) == (1, 0)
+    assert table.loc["demo_clean", "flag_ci_high"] == pytest.approx(0.4042, abs=1e-4)  # Wilson, 1 of 10
+    assert (out / "figures" / "replicate_flag_rates.png").stat().st_size > 0
+    latex = (out / "claims_to_evidence.tex").read_text()
+    assert r"\label{tab:replicates}" in latex and r"exch & none & demo\_clean & 0 & 10 & 1/10 = 0.10" in latex
+    html = (out / "claims_to_evidence.html").read_text()
+    assert "<h2>Replicates</h2>" in html
+    cells = pd.read_csv(out / "cells.csv").set_index("cell_key")
+    leaky = cells.loc["model=demo_leaky_e30_s10,bench=demo,detector=exch,control=none"]
+    assert (leaky["family"], leaky["family_size"], leaky["p_bonferroni"]) == ("exch/none/replicate_s10", 2, 2e-4)

@@ -10,14 +10,15 @@ from medexp.report.cells import CellIndex
 from medexp.report.claims import Claim, Evidence, Selection
 from medexp.report.conditions import Condition
 from medexp.report.evaluate import Outcome, evaluate_claim
+from medexp.report.quantifiers import Quantifier
 from tests.report.tracked_cells import tracked
 
 
-def evidence(name: str, require: str, quantifier: str = "all", **select) -> Evidence:
+def evidence(name: str, require: str, quantifier: str = "all", expect: int | None = None, **select) -> Evidence:
     axes = {axis: None for axis in ("model", "bench", "detector", "control")}
     axes.update({axis: (names,) if isinstance(names, str) else tuple(names)
                  for axis, names in select.items() if names is not None})
-    return Evidence(name, Selection(**axes), Condition.parse(require), quantifier)
+    return Evidence(name, Selection(**axes), Condition.parse(require), Quantifier.parse(quantifier), expect)
 
 
 def claim(*items: Evidence, holds: str = "survives", fails: str = "collapses") -> Claim:
@@ -111,7 +112,7 @@ def test_quantifier_any_needs_one_cell():
 
 def test_quantifier_sign_test_needs_more_cells_than_chance():
     """The audit's cross-cell evidence: the sign of a per-cell statistic, tested over the cells."""
-    from medexp.report.evaluate import sign_test_p
+    from medexp.report.quantifiers import sign_test_p
 
     runs = [tracked(f"m{i}", "ham", "memorization", "none", {"rarity_spearman_rho": rho})
             for i, rho in enumerate([-0.4, -0.3, -0.15, -0.2, -0.1, 0.05])]

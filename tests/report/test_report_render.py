@@ -7,6 +7,7 @@ from medexp.report.claims import Claim, Evidence, Selection
 from medexp.report.conditions import Condition
 from medexp.report.document import Code, Heading, Link, Paragraph, Status, Table, to_html, to_markdown
 from medexp.report.evaluate import evaluate_claim
+from medexp.report.quantifiers import Quantifier
 from medexp.report.render import ReportContext, latex_table, report_blocks
 from tests.report.tracked_cells import tracked
 
@@ -32,9 +33,9 @@ def test_latex_table_escapes_and_cites_runs_and_missing_cells():
     run = tracked("qwen", "slake", "exch_rank", "none", {"p_value": 0.0005}, run_id="abcdef1234567890")
     claim = Claim("c", "Claim with 50% & $ and_under", "§4", (
         Evidence("rel", Selection(("qwen",), ("slake",), ("exch_rank",), ("none",)), Condition.parse("p_value < 0.01"),
-                 "all"),
+                 Quantifier.parse("all")),
         Evidence("hash", Selection(("qwen",), ("slake",), ("exch_rank",), ("order_hash",)),
-                 Condition.parse("p_value > 0.1"), "all"),
+                 Condition.parse("p_value > 0.1"), Quantifier.parse("all")),
     ), "survives", "does not survive")
     index = CellIndex.from_runs([run])
     result = evaluate_claim(claim, index)

@@ -59,3 +59,19 @@ def log_cell(tracker, model: str, bench: str, detector: str, control: str, metri
         tracker.log_files(run_id, files)
     tracker.finish(run_id)
     return run_id
+
+
+def replicate_model(arm: str, seed: int, dose: int = 30) -> tuple[str, dict[str, str]]:
+    """Model name and run params of a demo replicate as conf/model/demo_<arm>_replicate.yaml names it:
+    clean -> demo_clean_s<seed> (dose 0), leaky -> demo_leaky_e<dose>_s<seed>."""
+    name = f"demo_clean_s{seed}" if arm == "clean" else f"demo_leaky_e{dose}_s{seed}"
+    return name, {"model.demo.seed": str(seed), "model.demo.leak_epochs": str(0 if arm == "clean" else dose),
+                  "detector.alpha": "0.01"}
+
+
+def tracked_replicate(arm: str, seed: int, detector: str, control: str, metrics: dict[str, float], *,
+                      dose: int = 30, **kwargs) -> TrackedRun:
+    """A demo replicate's cell on bench demo, in its seed's family as experiment=demo_replicates sets it."""
+    name, params = replicate_model(arm, seed, dose)
+    return tracked(name, "demo", detector, control, metrics, params={**params, **kwargs.pop("params", {})},
+                   family=kwargs.pop("family", f"{detector}/{control}/replicate_s{seed}"), **kwargs)

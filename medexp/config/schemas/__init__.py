@@ -81,7 +81,6 @@ from medexp.config.schemas.report import (  # noqa: F401
     ClaimConfig,
     ClaimStatuses,
     EvidenceConfig,
-    Quantifier,
     ReportConfig,
     ReportPathsConfig,
 )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, List, Optional
 
 from omegaconf import MISSING
@@ -11,19 +10,10 @@ from omegaconf import MISSING
 from medexp.config.schemas.root import TrackingConfig
 
 
-class Quantifier(str, Enum):
-    """How an evidence item's condition combines over the cells it selects."""
-
-    all = "all"  # every selected cell meets the condition
-    any = "any"  # at least one selected cell does
-    # more selected cells meet it than chance would give: one-sided exact sign test (binomial,
-    # probability 1/2) at p < 0.05, e.g. "rarity_spearman_rho < 0" across architecture x dataset cells
-    sign_test = "sign_test"
-
-
 @dataclass
 class CellSelection:
-    """Cells an evidence item reads: per axis a config name, a list of names, or "*" (any)."""
+    """Cells an evidence item reads: per axis a config name, a glob pattern ("demo_clean_s*",
+    fnmatch syntax: * ? [..]), a list of names and patterns, or "*" (any)."""
 
     model: Any = "*"
     bench: Any = "*"
@@ -38,7 +28,13 @@ class EvidenceConfig:
     # Condition on each selected cell: its metrics, p_bonferroni, q_bh, family_size; numbers,
     # comparisons, arithmetic, and/or/not, abs(). E.g. "p_bonferroni < 0.05 and flag == 1".
     require: str = MISSING
-    quantifier: Quantifier = Quantifier.all
+    # How the condition combines over the selected cells (medexp.report.quantifiers): all, any,
+    # sign_test, "at_least K", "at_most K", "fraction_at_least F", "fraction_at_most F".
+    quantifier: str = "all"
+    # How many finished cells the selection must match (e.g. 10 replicates); any other number is
+    # "no evidence", so a half-finished sweep cannot satisfy "at_least 9" with 9 of 9. Required by
+    # the counting quantifiers.
+    expect: Optional[int] = None
 
 
 @dataclass
