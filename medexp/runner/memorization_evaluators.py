@@ -161,7 +161,7 @@ class DifferentialInputs:
             return example_scores(self.ctx.scorer, self.ctx.model_key, self.examples, self.ctx.cache_dir)
         log.info("model %s: scoring %d examples (cached after the first time)", model_cfg.name, len(self.examples))
         scorer = functools.cache(functools.partial(load_scorer, model_cfg, self.ctx.cache_dir))
-        return example_scores(scorer, model_cache_key(model_cfg), self.examples, self.ctx.cache_dir)
+        return example_scores(scorer, model_cache_key(model_cfg, self.ctx.cache_dir), self.examples, self.ctx.cache_dir)
 
     def training_metrics(self) -> dict[str, float]:
         """Trained pairs: the candidates' and independents' accuracy on the test partition, and

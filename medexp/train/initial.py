@@ -59,13 +59,13 @@ def init_settings(init) -> dict:
     """What names the starting weights: the init section, and for ``from_model`` the content of
     that model's config (so a retrained base means new fine-tuned models too)."""
     from medexp.config import model_config
-    from medexp.runner.evaluate import model_cache_key
+    from medexp.runner.evaluate import model_settings_key
 
     settings = OmegaConf.to_container(init, resolve=True, enum_to_str=True)
     if init.from_model:
         if init.pretrained:
             raise ValueError(f"train.init: set pretrained ({init.pretrained}) or from_model ({init.from_model}), not both")
-        settings["from_model_config"] = model_cache_key(model_config(str(init.from_model)))
+        settings["from_model_config"] = model_settings_key(model_config(str(init.from_model)))
     return settings
 
 

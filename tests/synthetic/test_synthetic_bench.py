@@ -53,5 +53,5 @@ def test_format_fields_are_checked_both_ways():
         _load("bench.format=demo")
     with pytest.raises(ValueError, match="bench=synthetic has no `synthetic:` section"):
         _load("bench.synthetic=null")
-    with pytest.raises(ValueError, match="open_fraction must be in"):
+    with pytest.raises(ValueError, match=r"bench.synthetic.open_fraction=1.5 is out of range: allowed \[0, 1\]"):
         _load("bench.synthetic.open_fraction=1.5")
