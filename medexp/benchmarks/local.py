@@ -20,7 +20,7 @@ def load(bench_cfg, cache_dir: Path) -> Benchmark:
     if not bench_cfg.root:
         raise ValueError(f"bench={bench_cfg.name}: set bench.root=/path/to/{bench_cfg.name} (format local)")
     return load_local(bench_cfg.name, Path(bench_cfg.root).expanduser(), bench_cfg.split, bench_cfg.max_examples,
-                      bench_cfg.allow_outside_root)
+                      bench_cfg.allow_outside_root, bench_cfg.get("image_only", False))
 
 
 def load_demo(bench_cfg, cache_dir: Path) -> Benchmark:

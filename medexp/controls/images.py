@@ -24,7 +24,8 @@ def negative_image_set(control_cfg, cache_dir: str | Path) -> Benchmark:
     the benchmark loaders; image_nn matches it against the cell's corpus at the cell's tau."""
     from medexp.benchmarks import load_benchmark_from_config
 
-    images = control_cfg.images
+    images = control_cfg.images.copy()
+    images.image_only = True  # pictures without questions are what this set is
     benchmark = load_benchmark_from_config(images, cache_dir)
     if not any(example.image is not None for example in benchmark.examples):
         raise ValueError(f"control={control_cfg.name}: the image set {images.name!r} has no images")

@@ -35,6 +35,8 @@ def load_corpus(corpus_cfg, cache_dir: Path) -> Benchmark:
         raise ValueError(
             f"corpus={corpus_cfg.name}: set detector.corpus.source.root=/path/to/{corpus_cfg.name} (format {fmt.value})"
         )
+    source = source.copy()
+    source.image_only = True  # a reference corpus is a set of images; its rows need no question
     return load_benchmark_from_config(source, cache_dir)
 
 

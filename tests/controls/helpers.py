@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
+from PIL import Image
 
 from medexp.benchmarks.base import Example
 
@@ -17,10 +20,25 @@ def sha1(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()
 
 
+IMAGE_DIR = Path(tempfile.gettempdir()) / "medexp-control-test-images"
+
+
+def image_of(example_id: str) -> Path:
+    """A small PNG of its own colour per example id (score-cache keys read image bytes)."""
+    path = IMAGE_DIR / f"{sha1(example_id)}.png"
+    if not path.exists():
+        IMAGE_DIR.mkdir(parents=True, exist_ok=True)
+        colour = tuple(bytes.fromhex(sha1(example_id)[:6]))
+        staging = path.with_suffix(f".{os.getpid()}.tmp")
+        Image.new("RGB", (4, 4), colour).save(staging, format="PNG")
+        os.replace(staging, path)
+    return path
+
+
 def examples(ids: list[str], with_images: bool = True) -> list[Example]:
-    """Examples in released order (position = index), each with an image path unless told not to."""
+    """Examples in released order (position = index), each with an image unless told not to."""
     return [
-        Example(example_id, position, Path(f"/img/{example_id}.png") if with_images else None, f"q {example_id}", "a")
+        Example(example_id, position, image_of(example_id) if with_images else None, f"q {example_id}", "a")
         for position, example_id in enumerate(ids)
     ]
 

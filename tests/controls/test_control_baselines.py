@@ -108,11 +108,13 @@ def fake_scores(monkeypatch):
         return pd.DataFrame({"example_id": [ex.example_id for ex in batch], "position": [ex.position for ex in batch]})
 
     monkeypatch.setattr("medexp.scoring.example_scores", example_scores)
+    # a weights fingerprint would build each demo model: its name stands for its weights here
+    monkeypatch.setattr("medexp.models.weights_fingerprint", lambda model_cfg, cache_dir: model_cfg.name)
     return scored
 
 
 def _key(name):
-    return stable_hash(model_cache_key(model_config(name)))
+    return stable_hash(model_cache_key(model_config(name), "unused"))
 
 
 def test_cohort_of_the_cell_and_of_a_baseline(fake_scores):

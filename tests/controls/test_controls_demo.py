@@ -54,7 +54,7 @@ def _scores(demo_cache, model, examples):
     """A model's per-example score table through the score cache (filled by the cells above)."""
     cfg = model_config(model)
     scorer = functools.cache(lambda: load_scorer(cfg, demo_cache))
-    return example_scores(scorer, model_cache_key(cfg), examples, demo_cache)
+    return example_scores(scorer, model_cache_key(cfg, demo_cache), examples, demo_cache)
 
 
 def test_negative_demo_ood_flags_nothing_at_the_demo_cells_tau(demo_cache, tracking_uri):
@@ -121,8 +121,9 @@ def test_blind_image_scores_differ_and_are_cached_apart(demo_cache, tmp_path):
     released = benchmark.examples[:64]
     cfg = model_config("demo_leaky")
     scorer = functools.cache(lambda: load_scorer(cfg, demo_cache))
-    imaged = example_scores(scorer, model_cache_key(cfg), released, tmp_path)
-    blind = example_scores(scorer, model_cache_key(cfg), without_images(released), tmp_path)
+    key = model_cache_key(cfg, demo_cache)
+    imaged = example_scores(scorer, key, released, tmp_path)
+    blind = example_scores(scorer, key, without_images(released), tmp_path)
     assert imaged["example_id"].tolist() == blind["example_id"].tolist()
     assert (imaged["sum_logprob"] != blind["sum_logprob"]).mean() > 0.9
     assert len([entry for entry in (tmp_path / "scores").iterdir() if entry.is_dir()]) == 2

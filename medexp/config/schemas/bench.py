@@ -90,6 +90,9 @@ class BenchConfig:
     hub_id: Optional[str] = None  # Hugging Face dataset repo used when root is unset
     revision: Optional[str] = None  # hub branch, tag or commit (None: the default branch)
     split: str = "test"
+    # A set of images, not questions (a negative control's image set, a local reference corpus): rows
+    # may leave question and answer empty but need an image (format local).
+    image_only: bool = False
     # Read only the first N rows of the split in released order; rows skipped for a bad image
     # count toward N (the audit's "first 5,000 rows, one corrupt image dropped" gives 4,999).
     max_examples: Optional[int] = at_least(None, 1)
