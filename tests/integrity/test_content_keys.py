@@ -141,7 +141,7 @@ def test_a_tracked_cell_is_reused_only_on_the_same_content(local_cell):
     assert len(local_cell.calls) == 3 and len(set(local_cell.calls)) == 3
 
 
-def test_the_content_hash_is_a_tag_of_the_run(local_cell):
+def test_the_content_hash_and_the_package_versions_are_tags_of_the_run(local_cell):
     from mlflow.tracking import MlflowClient
 
     outcome = local_cell()
