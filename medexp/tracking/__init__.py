@@ -134,7 +134,7 @@ class Tracker:
         commit = _git_commit(self.root)
         if commit:
             tags = {**tags, "mlflow.source.git.commit": commit}
-        tags = {**tags, **process_tags(), HEARTBEAT: f"{time.time():.3f}"}
+        tags = {**tags, **process_tags(), **version_tags(), HEARTBEAT: f"{time.time():.3f}"}
         if parent_run_id is not None:
             tags = {**tags, "mlflow.parentRunId": parent_run_id}  # how the MLflow UI nests runs
         run = self.client.create_run(self.experiment_id, run_name=run_name, tags=tags)
@@ -271,6 +271,25 @@ def process_tags() -> dict[str, str]:
 
     return {"medexp.host": socket.gethostname(), "medexp.pid": str(os.getpid()),
             "medexp.process_start": f"{_process_start(os.getpid()):.3f}"}
+
+
+# The packages whose versions change scores and p-values (the demo models train differently under
+# another torch, for one); every run records them so that a figure can be traced to its environment.
+VERSIONED_PACKAGES = ("torch", "transformers", "numpy", "scipy", "medexp")
+
+
+def version_tags() -> dict[str, str]:
+    """``medexp.versions.<package>``: the installed version of each of VERSIONED_PACKAGES, or
+    "not installed"."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    tags = {}
+    for package in VERSIONED_PACKAGES:
+        try:
+            tags[f"medexp.versions.{package}"] = version(package)
+        except PackageNotFoundError:
+            tags[f"medexp.versions.{package}"] = "not installed"
+    return tags
 
 
 def _process_start(pid: int) -> float:

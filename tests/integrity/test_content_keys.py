@@ -3,6 +3,7 @@ means recomputation (without force); a moved copy or a touched file does not."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ from medexp.config import compose
 from medexp.demo.scans import ScanSpec, png_bytes, render_scan
 from medexp.detectors import DetectorResult
 from medexp.scoring import example_scores
+from medexp.tracking import version_tags
 
 ROWS = [
     {"id": "q1", "question": "Which organ?", "answer": "lung", "image": "images/a.png"},
@@ -139,7 +141,7 @@ def test_a_tracked_cell_is_reused_only_on_the_same_content(local_cell):
     assert len(local_cell.calls) == 3 and len(set(local_cell.calls)) == 3
 
 
-def test_the_content_hash_is_a_tag_of_the_run(local_cell):
+def test_the_content_hash_and_the_package_versions_are_tags_of_the_run(local_cell):
     from mlflow.tracking import MlflowClient
 
     outcome = local_cell()
@@ -149,3 +151,16 @@ def test_the_content_hash_is_a_tag_of_the_run(local_cell):
     assert tags["medexp.bench_hash"] == expected
     assert len(tags["medexp.inputs_hash"]) == 32
     assert tags["medexp.host"] and int(tags["medexp.pid"]) == os.getpid()
+    for package in ("torch", "transformers", "numpy", "scipy", "medexp"):
+        assert tags[f"medexp.versions.{package}"] == importlib.metadata.version(package)
+
+
+def test_a_package_that_is_not_installed_is_recorded_so(monkeypatch):
+    def version(package):
+        if package == "torch":
+            raise importlib.metadata.PackageNotFoundError(package)
+        return "1.0"
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    tags = version_tags()
+    assert tags["medexp.versions.torch"] == "not installed" and tags["medexp.versions.numpy"] == "1.0"
