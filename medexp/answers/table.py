@@ -62,7 +62,15 @@ def response_table(rows: list[dict[str, Any]], probe_ids):
     """
     import pandas as pd
 
-    table = pd.DataFrame(rows, columns=list(RESPONSE_COLUMNS), dtype=object)
+    return as_response_table(pd.DataFrame(rows, columns=list(RESPONSE_COLUMNS), dtype=object), probe_ids)
+
+
+def as_response_table(frame, probe_ids):
+    """``frame`` with the response table's types (a missing text is None, never NaN; ``correct``
+    is bool), checked against ``probe_ids``; e.g. a table read back from parquet."""
+    table = frame.astype({column: object for column in RESPONSE_COLUMNS if column != "correct"})
+    for column in ("refusal", "choice", "error", "option_logliks"):
+        table[column] = table[column].where(table[column].notna(), None)
     table["correct"] = table["correct"].astype(bool)
     check_response_table(table, probe_ids)
     return table

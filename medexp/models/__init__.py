@@ -51,9 +51,14 @@ def checkpoint_fingerprint(location: str, cache_dir: str | Path) -> str | None:
 
 def weights_fingerprint(model_cfg, cache_dir: str | Path) -> str | None:
     """The fingerprint of a model's local weights (a demo model is built first if needed), or
-    None when there are none to read: a hub id, a calibration-model member, ``model=none``."""
-    from medexp.config.schemas import ModelSource
+    None when there are none to read: a hub id, a calibration-model member, ``model=none``. An
+    imported-responses model's "weights" are its responses file: the hash of its content."""
+    from medexp.config.schemas import ModelFamily, ModelSource
 
+    if model_cfg.get("family") == ModelFamily.responses.value and model_cfg.get("responses_path"):
+        from medexp.answers.imported import responses_digest
+
+        return responses_digest(model_cfg.responses_path)
     source = ModelSource(model_cfg.source)
     if source is ModelSource.synthetic or (source is ModelSource.hub and not model_cfg.pretrained):
         return None

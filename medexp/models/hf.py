@@ -252,6 +252,27 @@ class HFScorer(CheckpointScorer):
             )
         return rows
 
+    # ------------------------------------------------------------------ generation
+    def generate(self, examples: Sequence[Example], max_new_tokens: int) -> list[str]:
+        """Greedy continuations of each example's prompt (its answer is ignored), decoded without
+        special tokens. One example at a time, so padding can never change a reply."""
+        import torch
+
+        replies = []
+        for example in examples:
+            inputs = self._encode([PreparedExample(example, self.prompt(example), [], False)])
+            inputs = {key: value.to(self.device) if torch.is_tensor(value) else value for key, value in inputs.items()}
+            with torch.inference_mode():
+                output = self.model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
+                                             pad_token_id=self.pad_id)
+            prompt_ids = inputs["input_ids"][0]
+            tokens = output[0]
+            # Decoder-only models return the prompt first; some encoder-side families do not.
+            if len(tokens) >= len(prompt_ids) and torch.equal(tokens[: len(prompt_ids)].cpu(), prompt_ids.cpu()):
+                tokens = tokens[len(prompt_ids) :]
+            replies.append(self.tokenizer.decode(tokens, skip_special_tokens=True).strip())
+        return replies
+
     # ------------------------------------------------------------------ raw text
     def score_texts(self, texts: Sequence[str], context_length: int, stride: int, batch_size: int) -> np.ndarray:
         """Total log-likelihood of each text under the language model (no image).

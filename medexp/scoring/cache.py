@@ -32,17 +32,27 @@ class ScoreCache:
         compute: Callable[[int, int], pd.DataFrame],
         desc: str = "scoring",
         rows_per_item: int = 1,
+        refuse: Callable[[pd.DataFrame], str | None] | None = None,
     ) -> pd.DataFrame:
-        """The cached table, computing (only) the missing or invalid shards of ``item_ids``."""
+        """The cached table, computing (only) the missing or invalid shards of ``item_ids``.
+
+        ``refuse(shard)`` may name a reason a shard stored by an earlier run must be computed
+        again (e.g. it holds transient API errors); None accepts it. A shard computed by this call
+        is kept whatever it holds: asking again at once would give the same answer."""
+        fresh: set[str] = set()  # the first item of each shard computed by this call
 
         def write(start: int, stop: int, path: Path) -> None:
             compute(start, stop).to_parquet(path, index=False)
+            fresh.add(str(item_ids[start]))
 
         def read(path: Path, ids: list[str]) -> pd.DataFrame:
             shard = pd.read_parquet(path)
             expected = [item for item in ids for _ in range(rows_per_item)]
             if id_column not in shard.columns or [str(value) for value in shard[id_column]] != expected:
                 raise InvalidShard(f"its {id_column!r} column does not list the shard's items in order")
+            problem = refuse(shard) if refuse is not None and str(ids[0]) not in fresh else None
+            if problem:
+                raise InvalidShard(problem)
             return shard
 
         shards = self.entry(key_payload, item_ids, shard_size).load(write, read, desc)

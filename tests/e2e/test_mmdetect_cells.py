@@ -1,0 +1,142 @@
+"""MM-Detect's cells end to end without a trained model: a local multiple-choice benchmark (the
+``bench=local`` layout with ``options``), answered by a scripted OpenAI-compatible server on
+127.0.0.1 and by imported responses, through ``run_cell`` exactly as ``python -m medexp`` runs it.
+
+The scripted servers have known behaviour: a *memorising* server answers each question with the
+letter its gold had in the released order (and answers without the image); an *honest* one
+answers with the letter of the gold text wherever it sits, and refuses without an image.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mlflow.tracking import MlflowClient
+
+from medexp.config import compose
+from medexp.probes.base import LETTERS
+from medexp.runner import run_cell
+from tests.answers.conftest import write_png
+from tests.answers.server import ChatServer, option_texts, prompt_text
+
+N_EXAMPLES = 40
+ANSWERS = ["pneumonia", "pleural effusion", "cardiomegaly", "normal", "fracture", "nodule"]
+
+
+def _write_bench(root: Path) -> dict[str, dict]:
+    """``root/test.jsonl`` of N_EXAMPLES four-option questions (gold at a seeded canonical letter)."""
+    rng = np.random.default_rng(5)
+    (root / "images").mkdir(parents=True)
+    rows, by_question = [], {}
+    for index in range(N_EXAMPLES):
+        options = [str(text) for text in rng.choice(ANSWERS, 4, replace=False)]
+        gold = options[int(rng.integers(4))]
+        question = f"Case {index}: what is the main finding on this radiograph?"
+        write_png(root / "images" / f"{index}.png", seed=index)
+        rows.append({"id": f"q{index}", "image": f"images/{index}.png", "question": question, "answer": gold,
+                     "options": options, "answer_type": "CLOSED"})
+        by_question[question] = {"gold": gold, "letter": LETTERS[options.index(gold)]}
+    (root / "test.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return by_question
+
+
+def _question(prompt: str) -> str:
+    return prompt.split("\n", 1)[0]
+
+
+def _has_image(body: dict) -> bool:
+    return "image_url" in json.dumps(body["messages"])
+
+
+def memorising(truth):
+    def rule(prompt: str, body: dict) -> str:
+        return truth[_question(prompt)]["letter"]  # the released letter, wherever the options now sit
+
+    return rule
+
+
+def honest(truth):
+    def rule(prompt: str, body: dict) -> str:
+        options = option_texts(prompt)
+        if not _has_image(body):
+            return next(letter for letter, text in options.items() if text == "I don't know")
+        return next(letter for letter, text in options.items() if text == truth[_question(prompt)]["gold"])
+
+    return rule
+
+
+@pytest.fixture()
+def local_mc(tmp_path):
+    root = tmp_path / "bench"
+    truth = _write_bench(root)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+    def cell(*overrides):
+        cfg = compose([f"tracking.uri={uri}", f"paths.cache_dir={tmp_path / 'cache'}", "bench=local",
+                       "bench.name=mc_local", f"bench.root={root}", *overrides])
+        outcome = run_cell(cfg)
+        assert outcome.status == "FINISHED", outcome.error
+        return outcome
+
+    cell.truth, cell.uri = truth, uri
+    return cell
+
+
+def _served(server, name):
+    return ("model=openai_compatible", f"model.name={name}", f"model.base_url={server.base_url}",
+            "model.max_retries=0")
+
+
+def test_option_order_flags_a_server_that_memorised_the_released_order(local_mc):
+    with ChatServer(answer=memorising(local_mc.truth)) as server:
+        leaky = local_mc(*_served(server, "memoriser"), "detector=option_order")
+    with ChatServer(answer=honest(local_mc.truth)) as server:
+        clean = local_mc(*_served(server, "honest"), "detector=option_order")
+    # Memoriser: right on every original, wrong on every shuffle (the gold always moves):
+    # b = 40, c = 0, exact one-sided McNemar p = 0.5 ** 40.
+    assert leaky.metrics["cr"] == 1.0 and leaky.metrics["pcr"] == 0.0 and leaky.metrics["phi"] == 1.0
+    assert (leaky.metrics["b"], leaky.metrics["c"]) == (40.0, 0.0)
+    assert leaky.metrics["p_value"] == pytest.approx(0.5**40) and leaky.metrics["flag"] == 1.0
+    # Honest: right on both arms, no discordant pair: p = 1.
+    assert clean.metrics["cr"] == clean.metrics["pcr"] == 1.0
+    assert clean.metrics["p_value"] == 1.0 and clean.metrics["flag"] == 0.0
+    assert leaky.metrics["n_error_original"] == 0.0 and leaky.metrics["n_unparsed_shuffled"] == 0.0
+    run = MlflowClient(local_mc.uri).get_run(leaky.run_id)
+    assert run.data.params["detector.answer.temperature"] == "0.0"
+    artifacts = {item.path for item in MlflowClient(local_mc.uri).list_artifacts(leaky.run_id)}
+    assert {"per_example.parquet", "figures"} <= artifacts or any("option_order" in path for path in artifacts)
+
+
+def test_text_only_flags_answers_without_the_image(local_mc):
+    with ChatServer(answer=memorising(local_mc.truth)) as server:
+        leaky = local_mc(*_served(server, "memoriser"), "detector=text_only", "detector.chance=uniform")
+    with ChatServer(answer=honest(local_mc.truth)) as server:
+        clean = local_mc(*_served(server, "honest"), "detector=text_only", "detector.chance=uniform")
+    # Memoriser: the released letter is still the gold's letter (the refusal is appended last):
+    # 40 of 40 right against chance 1/4: p = 0.25 ** 40.
+    assert leaky.metrics["acc_text_only"] == 1.0
+    assert leaky.metrics["p_value"] == pytest.approx(0.25**40, rel=1e-6) and leaky.metrics["flag"] == 1.0
+    assert clean.metrics["acc_text_only"] == 0.0 and clean.metrics["idk_rate"] == 1.0
+    assert clean.metrics["p_value"] == 1.0 and clean.metrics["flag"] == 0.0
+
+
+def test_imported_responses_give_a_tracked_cell(local_mc, tmp_path):
+    # Replies written elsewhere: the released letter for every probe, as a memoriser would.
+    responses = tmp_path / "responses.jsonl"
+    lines = []
+    for index in range(N_EXAMPLES):
+        letter = local_mc.truth[f"Case {index}: what is the main finding on this radiograph?"]["letter"]
+        for kind in ("original", "option_shuffle::0"):
+            lines.append(json.dumps({"probe_id": f"mc_local::test::q{index}::{kind}", "response": f"({letter})"}))
+    responses.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    cell = local_mc("model=responses", "model.name=elsewhere", f"model.responses_path={responses}",
+                    "detector=option_order")
+    assert (cell.metrics["b"], cell.metrics["c"]) == (40.0, 0.0) and cell.metrics["flag"] == 1.0
+    # An edited responses file is another input: the cell is recomputed, not reused.
+    responses.write_text("\n".join(lines[:-2]) + "\n", encoding="utf-8")
+    again = local_mc("model=responses", "model.name=elsewhere", f"model.responses_path={responses}",
+                     "detector=option_order")
+    assert again.run_id != cell.run_id and again.metrics["n_error_shuffled"] == 1.0
