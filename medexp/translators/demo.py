@@ -28,8 +28,8 @@ class DemoTranslator(Translator):
             paraphrase = example.meta.get(self.meta_field)
             if not isinstance(paraphrase, str) or not paraphrase.strip():
                 raise ValueError(
-                    f"translator={self.name} works on bench=demo only: example {example.example_id} has no "
-                    f"meta[{self.meta_field!r}] (the demo generator's rewriting of its question). "
-                    "For another benchmark use translator=marian")
+                    f"translator={self.name} reads each round trip from the row: example {example.example_id} "
+                    f"has no meta[{self.meta_field!r}] (the demo generator's rewriting of its question, or a "
+                    "column of back-translations in a local file). Otherwise use translator=marian")
             trips.append(RoundTrip(example_text(example, field), paraphrase))
         return trips

@@ -10,6 +10,7 @@ answers with the letter of the gold text wherever it sits, and refuses without a
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ from mlflow.tracking import MlflowClient
 
 from medexp.config import compose
 from medexp.probes.base import LETTERS
+from medexp.probes.slots import DEFAULT_MASK
 from medexp.runner import run_cell
 from tests.answers.conftest import write_png
 from tests.answers.server import ChatServer, option_texts, prompt_text
@@ -34,11 +36,14 @@ def _write_bench(root: Path) -> dict[str, dict]:
     for index in range(N_EXAMPLES):
         options = [str(text) for text in rng.choice(ANSWERS, 4, replace=False)]
         gold = options[int(rng.integers(4))]
-        question = f"Case {index}: what is the main finding on this radiograph?"
+        question = f"Case {index}: which finding, {options[0]} or {options[1]}, does this radiograph show?"
+        # its round trip through a translator, made elsewhere and shipped with the row (meta)
+        paraphrase = f"In case {index}, does the radiograph show {options[0]} or {options[1]}?"
         write_png(root / "images" / f"{index}.png", seed=index)
         rows.append({"id": f"q{index}", "image": f"images/{index}.png", "question": question, "answer": gold,
-                     "options": options, "answer_type": "CLOSED"})
-        by_question[question] = {"gold": gold, "letter": LETTERS[options.index(gold)]}
+                     "options": options, "answer_type": "CLOSED", "paraphrase": paraphrase})
+        by_question[question] = by_question[f"q{index}"] = {"gold": gold, "letter": LETTERS[options.index(gold)],
+                                                            "question": question}
     (root / "test.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     return by_question
 
@@ -128,7 +133,7 @@ def test_imported_responses_give_a_tracked_cell(local_mc, tmp_path):
     responses = tmp_path / "responses.jsonl"
     lines = []
     for index in range(N_EXAMPLES):
-        letter = local_mc.truth[f"Case {index}: what is the main finding on this radiograph?"]["letter"]
+        letter = local_mc.truth[f"q{index}"]["letter"]
         for kind in ("original", "option_shuffle::0"):
             lines.append(json.dumps({"probe_id": f"mc_local::test::q{index}::{kind}", "response": f"({letter})"}))
     responses.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -140,3 +145,34 @@ def test_imported_responses_give_a_tracked_cell(local_mc, tmp_path):
     again = local_mc("model=responses", "model.name=elsewhere", f"model.responses_path={responses}",
                      "detector=option_order")
     assert again.run_id != cell.run_id and again.metrics["n_error_shuffled"] == 1.0
+
+
+def slot_filler(truth):
+    """Fills the mask from the released questions it memorised; knows no other wording."""
+    released = [entry["question"] for key, entry in truth.items() if key.startswith("q")]
+
+    def rule(prompt: str, body: dict) -> str:
+        masked = re.search(r'"(.*)"', prompt).group(1)
+        pattern = re.escape(masked).replace(re.escape(DEFAULT_MASK), r"(\w+)")
+        for question in released:
+            found = re.fullmatch(pattern, question)
+            if found:
+                return found.group(1)
+        return "unknown"
+
+    return rule
+
+
+def test_slot_guess_flags_a_server_that_fills_only_the_released_wording(local_mc):
+    translator = ("translator@detector.translator=demo",)
+    with ChatServer(answer=slot_filler(local_mc.truth)) as server:
+        leaky = local_mc(*_served(server, "memoriser"), "detector=slot_guess", *translator)
+    with ChatServer(answer=lambda prompt, body: "unknown") as server:
+        clean = local_mc(*_served(server, "guesser"), "detector=slot_guess", *translator)
+    n = leaky.metrics["n_pairs"]
+    # the masked word is shared by both wordings, or the example is skipped (and counted)
+    assert n >= 30 and n + leaky.metrics["n_skipped"] == N_EXAMPLES
+    assert leaky.metrics["em_original"] == 1.0 and leaky.metrics["em_back"] == 0.0
+    assert (leaky.metrics["b"], leaky.metrics["c"]) == (n, 0.0)
+    assert leaky.metrics["p_value"] == pytest.approx(0.5**n) and leaky.metrics["flag"] == 1.0
+    assert clean.metrics["cr"] == clean.metrics["pcr"] == 0.0 and clean.metrics["p_value"] == 1.0

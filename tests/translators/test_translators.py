@@ -58,10 +58,10 @@ def test_the_demo_translator_reads_the_generators_paraphrase():
     assert [(trip.source, trip.back, trip.pivot) for trip in trips] == list(zip(QUESTIONS, PARAPHRASES, [None] * 3))
 
 
-def test_the_demo_translator_refuses_other_benchmarks_and_fields():
+def test_the_demo_translator_refuses_rows_without_their_round_trip_and_other_fields():
     translator = load_translator(OmegaConf.structured(DemoTranslatorConfig(name="demo")), "unused")
-    with pytest.raises(ValueError, match=r"translator=demo works on bench=demo only: example demo::test::00000 has no "
-                                         r"meta\['paraphrase'\]"):
+    with pytest.raises(ValueError, match=r"translator=demo reads each round trip from the row: example "
+                                         r"demo::test::00000 has no meta\['paraphrase'\]"):
         translator.back_translate(demo_examples(with_paraphrase=False), "question")
     with pytest.raises(ValueError, match="rewrites questions only"):
         translator.back_translate(demo_examples(), "meta.caption")
