@@ -1,10 +1,10 @@
-"""The demo benchmark's offline translator.
+"""An offline translator that reads each question's round trip from its row.
 
-The demo generator writes, with each example, ``meta["paraphrase"]``: the same question in
-another of its templates, with the same slot values and the same answer. That rewriting plays
-the part of English -> Chinese -> English on a machine without translation models: the wording
-changes, the content words (organ, modality, side, count) mostly stay. Only the demo benchmark
-carries the field, so any other benchmark fails with a message saying so.
+``meta[meta_field]`` (default ``paraphrase``) holds the question after English -> pivot ->
+English, made elsewhere: back-translations shipped as a column of a ``bench=local`` file, or a
+generator's rewriting of its question in another template (same slot values, same answer). It
+plays the part of a translation model on a machine without one. A row without the field fails
+with a message naming translator=marian.
 """
 
 from __future__ import annotations
