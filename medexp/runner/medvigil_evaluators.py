@@ -79,11 +79,11 @@ def medvigil_probe_set(ctx: CellContext):
 def medvigil_result(evaluated: Mapping[str, Any], model: str, skipped) -> DetectorResult:
     """The cell's result from :func:`evaluate_medvigil`'s output: its metrics plus the skipped
     counts, the per-probe table, every metric table, the skipped probes, and the cell's figures."""
-    from medexp.detectors.answer_arms import skipped_metrics, skipped_table
+    from medexp.detectors.answer_arms import skipped_probe_metrics, skipped_table
 
     tables = dict(evaluated["tables"])
     per_probe = tables.pop("per_probe")
-    metrics = {**evaluated["metrics"], **skipped_metrics(skipped)}
+    metrics = {**evaluated["metrics"], **skipped_probe_metrics(skipped)}
     extra = {f"medvigil_{name}": frame for name, frame in tables.items()}
     extra["medvigil_skipped"] = skipped_table(skipped)
     return DetectorResult(metrics, per_probe, "per_probe", cell_figures(metrics, model), extra, descriptive=True)
