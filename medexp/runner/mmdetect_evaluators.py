@@ -44,7 +44,7 @@ def _run(ctx: CellContext, probe_set, detector, fact_fields=None) -> DetectorRes
     from medexp.detectors.answer_arms import probe_facts
 
     require_probes(ctx, probe_set)
-    responses = answers(ctx, probe_set.probes)
+    responses = answers(ctx, probe_set.probes, probe_set.skipped)
     facts = probe_facts(probe_set.probes, list(fact_fields or ctx.cfg.detector.strata))
     return detector(responses, facts, ctx.cfg.detector, ctx.seed, probe_set.skipped)
 
