@@ -7,16 +7,17 @@ transformers model answering by ``likelihood`` or ``generate`` (``answer.mode``)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
 
 def model_answers(model_cfg, model_key: dict, scorer: Callable, probes: Sequence, answer_cfg,
-                  cache_dir: str | Path):
+                  cache_dir: str | Path, skipped_ids: Collection[str] = ()):
     """The response table of ``probes`` from ``model_cfg`` (``scorer()`` loads a white-box model
-    only when an answer is not cached; ``model_key`` identifies it in the cache)."""
+    only when an answer is not cached; ``model_key`` identifies it in the cache). ``skipped_ids``:
+    probes the cell could not make, whose lines an imported file may hold (set aside there)."""
     from medexp.answers.cache import cached_answers
     from medexp.config.schemas import AnswerMode, ModelFamily, check_answer_config
 
@@ -28,7 +29,7 @@ def model_answers(model_cfg, model_key: dict, scorer: Callable, probes: Sequence
     if family is ModelFamily.responses:
         from medexp.answers.imported import import_model_responses
 
-        return import_model_responses(probes, model_cfg, answer_cfg)
+        return import_model_responses(probes, model_cfg, answer_cfg, skipped_ids)
     if family is ModelFamily.openai_compatible:
         from medexp.answers.openai_client import answer_probes
 

@@ -19,7 +19,9 @@ The file is JSONL: one object per line, blank lines ignored. Fields read:
 Other fields (case_id, probe_kind, latency, usage, ...) are ignored. A probe without a line
 becomes an ``error`` row ("no response imported for this probe"), so it stays in every
 denominator; a line naming a probe outside the cell's probe set, or a probe already answered on
-an earlier line, is refused with the file and line. :func:`responses_digest` is the file's
+an earlier line, is refused with the file and line. Lines naming a probe the cell skipped
+(``skipped_ids``: the harness answered MedVIGIL's credentialed chest X-ray cases, whose images
+this copy lacks) are set aside and counted in a warning, not refused. :func:`responses_digest` is the file's
 content hash for the response cache key.
 """
 
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
@@ -100,8 +102,9 @@ def _imported_row(probe, record: dict, answer_cfg, where: str) -> tuple[dict[str
     return response_row(probe, "", None, Status.error, error=error or f"imported status {status!r} with no response"), given
 
 
-def import_responses(path: str | Path, probes: Sequence, answer_cfg):
-    """The response table of ``probes`` (one row per probe, in probe order) from the JSONL ``path``."""
+def import_responses(path: str | Path, probes: Sequence, answer_cfg, skipped_ids: Collection[str] = ()):
+    """The response table of ``probes`` (one row per probe, in probe order) from the JSONL ``path``;
+    lines naming one of ``skipped_ids`` (probes the cell could not make) are set aside."""
     check_answer_config(answer_cfg)
     if AnswerMode(answer_cfg.mode) is not AnswerMode.generate:
         raise ValueError(f"answer.mode={AnswerMode(answer_cfg.mode).value}: imported responses are generated "
@@ -111,9 +114,10 @@ def import_responses(path: str | Path, probes: Sequence, answer_cfg):
         raise FileNotFoundError(f"no imported responses file at {path}")
     probes = list(probes)
     lookup = _probe_lookup(probes)
+    skipped_ids = frozenset(skipped_ids)
     rows: dict[str, dict[str, Any]] = {}
     first_line: dict[str, int] = {}
-    overruled = 0
+    overruled = set_aside = 0
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
@@ -129,6 +133,9 @@ def import_responses(path: str | Path, probes: Sequence, answer_cfg):
             if not isinstance(key, str) or not key:
                 raise ValueError(f"{where}: no probe_id (a non-empty string) in {sorted(record)}")
             probe = lookup.get(key)
+            if probe is None and key in skipped_ids:
+                set_aside += 1
+                continue
             if probe is None:
                 examples = [probe.probe_id for probe in probes[:3]]
                 raise ValueError(f"{where}: probe_id {key!r} is not in this cell's probe set "
@@ -140,6 +147,9 @@ def import_responses(path: str | Path, probes: Sequence, answer_cfg):
             rows[probe.probe_id] = row
             if given is not None and row["response"] != given and probe.is_choice and given.upper() != row["choice"]:
                 overruled += 1
+    if set_aside:
+        log.warning("%s: %d line(s) answer probes this cell skipped (see its skipped table); set aside",
+                    path, set_aside)
     if overruled:
         log.warning("%s: on %d row(s) the strict parser read the raw reply differently from the letter the file "
                     "recorded; the parser's reading is used", path, overruled)
@@ -153,7 +163,7 @@ def import_responses(path: str | Path, probes: Sequence, answer_cfg):
     return response_table([rows[probe_id] for probe_id in ids], ids)
 
 
-def import_model_responses(probes: Sequence, model_cfg, answer_cfg):
+def import_model_responses(probes: Sequence, model_cfg, answer_cfg, skipped_ids: Collection[str] = ()):
     """The response table of ``probes`` from the file of a ``responses`` model config."""
     from medexp.config.schemas import ModelFamily
 
@@ -162,4 +172,4 @@ def import_model_responses(probes: Sequence, model_cfg, answer_cfg):
                          "responses need family responses")
     if not model_cfg.responses_path:
         raise ValueError(f"model={model_cfg.name}: set model.responses_path to the JSONL file of its responses")
-    return import_responses(model_cfg.responses_path, probes, answer_cfg)
+    return import_responses(model_cfg.responses_path, probes, answer_cfg, skipped_ids)

@@ -223,6 +223,16 @@ def skipped_metrics(skipped: Sequence[tuple[str, str]]) -> dict[str, float]:
     return out
 
 
+def skipped_probe_metrics(skipped: Sequence[tuple[str, str]]) -> dict[str, float]:
+    """``n_skipped_probes`` and ``n_skipped_probes.<reason>``: counted per probe, for probe sets
+    whose skipped ids do not name an example (a release's own probe ids)."""
+    frame = skipped_table(skipped)
+    out = {"n_skipped_probes": float(len(frame))}
+    for reason, count in frame["reason"].value_counts().items():
+        out[f"n_skipped_probes.{_metric_name(reason)}"] = float(count)
+    return out
+
+
 def _metric_name(text: str) -> str:
     return "_".join(normalise(text).replace("-", " ").split())
 

@@ -48,6 +48,7 @@ from medexp.probes.images import (
 from medexp.probes.options import (
     N_ANSWERS,
     answer_choices,
+    letter_rng,
     normalise,
     refusal_text,
     wrap_options,
@@ -144,7 +145,7 @@ def example_probes(example, pool: Sequence[str], settings: EvidenceSettings) -> 
 
     def add(kind: str, gold_text: Optional[str], image_path: Optional[Path], **extra: Any) -> None:
         probe_id = f"{example.example_id}::{kind}"
-        rng = np.random.default_rng(derive_seed(settings.seed, probe_id, "options")) if settings.rotate else None
+        rng = letter_rng(settings.seed, probe_id) if settings.rotate else None
         wrapped = wrap_options(answers, refusal_text(kind), gold_text, rng)
         out.probes.append(Probe(
             probe_id=probe_id, example_id=example.example_id, kind=kind, question=example.question,

@@ -15,6 +15,7 @@ under the root, anything else under ``images/``, empty for no image).
   uncertain_or_lower_confidence, or a halluc_trap / roi_masked probe, whose correct option is
   the refusal by construction) the refusal is the correct letter itself. A probe with fewer
   than five options and no expected refusal has none.
+* :func:`rotated_release_probes` makes the letter-rotation arm (options permuted per probe).
 * Probes of a skipped case (credentialed image absent, ...) are skipped with the case's reason;
   probes whose own image is absent or broken are skipped too, all counted in the
   :class:`ProbeSet`. A case id that the manifest does not list is an error.
@@ -22,6 +23,7 @@ under the root, anything else under ``images/``, empty for no image).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from medexp.benchmarks.base import Benchmark
@@ -34,6 +36,7 @@ from medexp.benchmarks.medvigil import (
     resolve_image,
 )
 from medexp.probes.base import LETTERS, Probe
+from medexp.probes.options import OptionSet, letter_rng, rotate_options
 from medexp.probes.sets import ProbeSet
 
 RELEASE_KINDS = {
@@ -101,6 +104,18 @@ def release_probe_index(probes: list[Probe]) -> dict[str, Probe]:
     return {probe.meta["release_probe_id"]: probe for probe in probes if "release_probe_id" in probe.meta}
 
 
+def rotated_release_probes(probes: list[Probe], seed: int) -> list[Probe]:
+    """The letter-rotation arm of the release's probes: each probe's options, refusal included,
+    permuted as the evidence probes are (:func:`~medexp.probes.options.rotate_options`, a stream
+    per probe from ``seed`` and the probe id), so the gold is no longer always A (or E)."""
+    out = []
+    for probe in probes:
+        rotated = rotate_options(OptionSet(probe.options, probe.gold, probe.refusal), letter_rng(seed, probe.probe_id))
+        out.append(replace(probe, options=rotated.options, gold=rotated.gold, refusal=rotated.refusal,
+                           meta={**probe.meta, "rotated": True}))
+    return out
+
+
 def _probe(row: dict[str, str], where: str, example, kind: str, release_kind: str, release_id: str, image) -> Probe:
     options = _options(row, where)
     gold = row["correct_letter"].strip().upper()
@@ -126,7 +141,7 @@ def _probe(row: dict[str, str], where: str, example, kind: str, release_kind: st
         options=options,
         refusal=refusal,
         meta={**meta, "release_probe_id": release_id, "release_kind": release_kind,
-              "expected_behavior": behaviour, "expects_refusal": expects_refusal},
+              "expected_behavior": behaviour, "expects_refusal": expects_refusal, "rotated": False},
     )
 
 

@@ -37,7 +37,7 @@ class OptionSet:
 
     options: tuple[str, ...]
     gold: str
-    refusal: str
+    refusal: Optional[str]
 
 
 def refusal_text(kind: str) -> str:
@@ -95,11 +95,27 @@ def wrap_options(answers: Sequence[str], refusal: str, gold_text: Optional[str],
         raise ValueError(f"options must be distinct (case and spacing ignored): {options}")
     if len(options) > len(LETTERS):
         raise ValueError(f"{len(options)} options exceed the {len(LETTERS)} letters")
-    gold_position = 0 if gold_text is not None else len(options) - 1
-    refusal_position = len(options) - 1
-    if rng is not None:
-        order = rng.permutation(len(options))
-        options = [options[int(i)] for i in order]
-        gold_position = int(np.flatnonzero(order == gold_position)[0])
-        refusal_position = int(np.flatnonzero(order == refusal_position)[0])
-    return OptionSet(tuple(options), LETTERS[gold_position], LETTERS[refusal_position])
+    fixed = OptionSet(tuple(options), LETTERS[0 if gold_text is not None else len(options) - 1],
+                      LETTERS[len(options) - 1])
+    return fixed if rng is None else rotate_options(fixed, rng)
+
+
+def letter_rng(seed: int, probe_id: str) -> np.random.Generator:
+    """The stream a probe's letter rotation is drawn from: the cell's probe seed and the probe id,
+    so a probe's letters do not depend on which other probes are made."""
+    from medexp.hashing import derive_seed
+
+    return np.random.default_rng(derive_seed(seed, probe_id, "options"))
+
+
+def rotate_options(option_set: OptionSet, rng: np.random.Generator) -> OptionSet:
+    """``option_set`` under a uniform permutation drawn from ``rng``: every option, refusal
+    included, moves, and the gold and refusal letters follow their options (a refusal of None,
+    a probe without one, stays None)."""
+    order = rng.permutation(len(option_set.options))
+
+    def moved(letter: Optional[str]) -> Optional[str]:
+        return None if letter is None else LETTERS[int(np.flatnonzero(order == LETTERS.index(letter))[0])]
+
+    return OptionSet(tuple(option_set.options[int(i)] for i in order), moved(option_set.gold),
+                     moved(option_set.refusal))

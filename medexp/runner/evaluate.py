@@ -160,4 +160,4 @@ from medexp.runner import cohort_evaluators  # noqa: E402,F401
 from medexp.runner import synthetic_evaluators  # noqa: E402,F401
 from medexp.runner import memorization_evaluators  # noqa: E402,F401
 from medexp.runner import mmdetect_evaluators  # noqa: E402,F401
-
+from medexp.runner import medvigil_evaluators  # noqa: E402,F401

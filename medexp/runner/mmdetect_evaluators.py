@@ -21,11 +21,21 @@ def probe_seed(ctx: CellContext) -> int:
     return derive_seed(ctx.cfg.seed, "probes", ctx.cfg.bench.name, ctx.cfg.detector.name)
 
 
-def answers(ctx: CellContext, probes):
-    """The cell model's response table of ``probes`` (cached, see :mod:`medexp.answers.dispatch`)."""
+def answers(ctx: CellContext, probes, skipped=()):
+    """The cell model's response table of ``probes`` (cached, see :mod:`medexp.answers.dispatch`);
+    ``skipped``: the probe set's (probe id, reason) pairs, whose lines an imported file may hold."""
     from medexp.answers.dispatch import model_answers
 
-    return model_answers(ctx.cfg.model, ctx.model_key, ctx.scorer, probes, ctx.cfg.detector.answer, ctx.cache_dir)
+    return model_answers(ctx.cfg.model, ctx.model_key, ctx.scorer, probes, ctx.cfg.detector.answer, ctx.cache_dir,
+                         [probe_id for probe_id, _ in skipped])
+
+
+def require_probes(ctx: CellContext, probe_set) -> None:
+    """Refuse a cell whose probe set is empty, naming why each probe was skipped."""
+    if not probe_set.probes:
+        reasons = probe_set.skip_counts()
+        raise ValueError(f"detector={ctx.cfg.detector.name}: no probe could be made from the "
+                         f"{len(ctx.examples)} examples of bench={ctx.cfg.bench.name} (skipped: {reasons})")
 
 
 def _run(ctx: CellContext, probe_set, detector, fact_fields=None) -> DetectorResult:
@@ -33,11 +43,8 @@ def _run(ctx: CellContext, probe_set, detector, fact_fields=None) -> DetectorRes
     reads per probe (its strata by default)."""
     from medexp.detectors.answer_arms import probe_facts
 
-    if not probe_set.probes:
-        reasons = probe_set.skip_counts()
-        raise ValueError(f"detector={ctx.cfg.detector.name}: no probe could be made from the "
-                         f"{len(ctx.examples)} examples of bench={ctx.cfg.bench.name} (skipped: {reasons})")
-    responses = answers(ctx, probe_set.probes)
+    require_probes(ctx, probe_set)
+    responses = answers(ctx, probe_set.probes, probe_set.skipped)
     facts = probe_facts(probe_set.probes, list(fact_fields or ctx.cfg.detector.strata))
     return detector(responses, facts, ctx.cfg.detector, ctx.seed, probe_set.skipped)
 

@@ -105,6 +105,19 @@ def test_bad_files_are_refused_with_file_and_line(tmp_path, answer_cfg, lines, m
         import_responses(path, probes(), answer_cfg)
 
 
+def test_lines_for_skipped_probes_are_set_aside_and_unknown_ones_refused(tmp_path, answer_cfg, caplog):
+    # The harness answered a credentialed case this copy cannot load: its line is set aside.
+    path = write_jsonl(tmp_path / "answers.jsonl", [
+        {"probe_id": "case0::original", "response": "A"},
+        {"probe_id": "MVB-0003__orig", "model_answer": "A", "status": "ok"},
+    ])
+    table = import_responses(path, probes(1), answer_cfg, skipped_ids=["MVB-0003__orig"])
+    assert list(table["probe_id"]) == ["case0::original"] and list(table["correct"]) == [True]
+    assert "1 line(s) answer probes this cell skipped" in caplog.text
+    with pytest.raises(ValueError, match=r"answers.jsonl:2: probe_id 'MVB-0003__orig' is not in this cell's probe set"):
+        import_responses(path, probes(1), answer_cfg, skipped_ids=["MVB-0009__orig"])
+
+
 def test_missing_file_mode_and_ambiguous_ids(tmp_path, answer_cfg):
     with pytest.raises(FileNotFoundError, match="no imported responses file at"):
         import_responses(tmp_path / "absent.jsonl", probes(), answer_cfg)

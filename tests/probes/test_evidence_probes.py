@@ -214,3 +214,21 @@ def test_sweep_probes_keep_a_release_probes_options(tmp_path):
     assert blurred.shape == source.shape and blurred.std() < source.std()  # blurring smooths the noise
     with pytest.raises(ValueError, match="without image has no blur sweep"):
         sweep_probes(release_probe_index(probes)["MVB-0001__know"], tmp_path)
+
+
+def test_rotated_release_probes_move_letters_not_answers(tmp_path):
+    from medexp.benchmarks.medvigil import load_medvigil
+    from medexp.probes.medvigil_release import read_release_probes, rotated_release_probes
+    from tests.benchmarks.medvigil_upstream import write_medvigil_release
+
+    root = write_medvigil_release(tmp_path / "release")
+    fixed = read_release_probes(load_medvigil("medvigil", root), root).probes
+    rotated = rotated_release_probes(fixed, seed=3)
+    assert rotated_release_probes(fixed, seed=3) == rotated  # seeded per probe
+    for before, after in zip(fixed, rotated):
+        assert sorted(after.options) == sorted(before.options) and after.gold_text == before.gold_text
+        refusal_text = None if before.refusal is None else before.options["ABCDE".index(before.refusal)]
+        assert (None if after.refusal is None else after.options["ABCDE".index(after.refusal)]) == refusal_text
+        assert after.meta["rotated"] and not before.meta["rotated"]
+    # the release's gold sits at A or E; rotated, it spreads over the letters
+    assert {probe.gold for probe in fixed} <= {"A", "B", "E"} and len({probe.gold for probe in rotated}) >= 4

@@ -4,7 +4,8 @@ Registered in Hydra's ConfigStore by :func:`register_schemas`, so that a YAML fi
 type or an unknown key fails at composition with a message naming the offending key.
 One module per axis (model, bench, detector, images, control, root, report), one for the
 answering section that answering detectors embed (answers), MM-Detect's detectors (mmdetect) with
-their keyword section (keywords) and translators (translator), and two for `python -m medexp.train`
+their keyword section (keywords) and translators (translator), MedVIGIL's detector (medvigil),
+and two for `python -m medexp.train`
 (train, train_app); model, benchmark and
 tracking configs share one schema each; detectors and controls have one
 schema per kind, selected by the YAML file's defaults list (``/schema/detector@_here_: exch``).
@@ -62,6 +63,7 @@ from medexp.config.schemas.images import (  # noqa: F401
     PHashEmbedderConfig,
 )
 from medexp.config.schemas.keywords import KeywordConfig  # noqa: F401
+from medexp.config.schemas.medvigil import MedvigilConfig  # noqa: F401
 from medexp.config.schemas.mmdetect import (  # noqa: F401
     AnsweringDetectorBase,
     ChanceModel,
@@ -119,6 +121,7 @@ DETECTOR_SCHEMAS = {
     "option_order": OptionOrderConfig,
     "slot_guess": SlotGuessConfig,
     "text_only": TextOnlyConfig,
+    "medvigil": MedvigilConfig,
 }
 EMBEDDER_SCHEMAS = {"open_clip": OpenClipEmbedderConfig, "phash": PHashEmbedderConfig}
 TRANSLATOR_SCHEMAS = {"marian": MarianTranslatorConfig, "demo": DemoTranslatorConfig}

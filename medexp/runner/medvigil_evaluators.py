@@ -1,0 +1,127 @@
+"""Evaluator of the ``medvigil`` detector: the evidence-perturbation probes of the cell's
+benchmark, the model's answers (white box, OpenAI-compatible server or an imported harness
+JSONL, cached), then the metrics of :mod:`medexp.detectors.medvigil`.
+
+Probes: on the MedVIGIL release (``bench.format: medvigil``) the probes it ships, whose
+``release_probe_id`` lets an imported harness file find them; on any other benchmark, the
+evidence probes made from the examples' regions of interest (:mod:`medexp.probes.evidence`).
+Both are drawn from the model-independent probe seed, so every model of a grid answers the same
+options in the same letters and their cells compare probe for probe.
+
+The result is descriptive: MCS and its parts are estimates with case-clustered intervals, not a
+test, so no p-value is logged (two models are compared by
+:func:`medexp.detectors.medvigil_compare.paired_difference`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import pandas as pd
+
+from medexp.config.schemas import MedvigilConfig
+from medexp.detectors.base import DetectorResult
+from medexp.runner.evaluate import CellContext, evaluator
+from medexp.runner.mmdetect_evaluators import answers, probe_seed, require_probes
+
+PROBE_IMAGE_STORE = "probe_images"  # under the cache: derived probe images, content-addressed
+
+
+@evaluator(MedvigilConfig)
+def _medvigil(ctx: CellContext) -> DetectorResult:
+    from medexp.detectors.medvigil import evaluate_medvigil, probe_facts
+
+    probe_set = medvigil_probe_set(ctx)
+    require_probes(ctx, probe_set)
+    responses = answers(ctx, probe_set.probes, probe_set.skipped)
+    evaluated = evaluate_medvigil(responses, probe_facts(probe_set.probes), ctx.seed, ctx.cfg.detector.n_resamples)
+    return medvigil_result(evaluated, str(ctx.cfg.model.name), probe_set.skipped)
+
+
+def medvigil_probe_set(ctx: CellContext):
+    """The release's probes (benchmark format medvigil) or the evidence probes of the cell's
+    examples, in the fixed or rotated letters ``detector.rotate`` asks for."""
+    from dataclasses import replace
+
+    from medexp.config.schemas import BenchFormat
+
+    detector, seed = ctx.cfg.detector, probe_seed(ctx)
+    if BenchFormat(ctx.cfg.bench.format) is BenchFormat.medvigil:
+        from medexp.answers.imported import RELEASE_ID_KEY
+        from medexp.benchmarks.hub import dataset_root
+        from medexp.benchmarks.medvigil import HUB_FILES
+        from medexp.probes.medvigil_release import read_release_probes, rotated_release_probes
+
+        root = dataset_root(ctx.cfg.bench, ctx.cache_dir, list(HUB_FILES))
+        probe_set = read_release_probes(ctx.benchmark, root)
+        # A control may have chosen a subset of the cases: only theirs are asked, the others' probes
+        # are skipped (by release id, so an imported harness file's lines for them are set aside).
+        chosen = {example.example_id for example in ctx.examples}
+        probes = [probe for probe in probe_set.probes if probe.example_id in chosen]
+        unchosen = [(probe.meta[RELEASE_ID_KEY], f"not chosen: case {probe.example_id} is not among the control's examples")
+                    for probe in probe_set.probes if probe.example_id not in chosen]
+        return replace(probe_set, probes=rotated_release_probes(probes, seed) if detector.rotate else probes,
+                       skipped=[*probe_set.skipped, *unchosen])
+    from medexp.probes.evidence import EvidenceSettings, evidence_probes
+
+    settings = EvidenceSettings(
+        seed=seed, store=ctx.cache_dir / PROBE_IMAGE_STORE, rotate=bool(detector.rotate),
+        kinds=tuple(detector.kinds), sigmas=tuple(detector.sigmas),
+        tiers={field: dict(values) for field, values in detector.tiers.items()} or None,
+        roi_labels=tuple(detector.roi_labels) if detector.roi_labels is not None else None,
+    )
+    # Distractors come from every released answer, not the control's subset, so a probe's
+    # options do not depend on the control.
+    pool = [example.answer for example in ctx.benchmark.examples]
+    return evidence_probes(ctx.examples, pool, settings)
+
+
+def medvigil_result(evaluated: Mapping[str, Any], model: str, skipped) -> DetectorResult:
+    """The cell's result from :func:`evaluate_medvigil`'s output: its metrics plus the skipped
+    counts, the per-probe table, every metric table, the skipped probes, and the cell's figures."""
+    from medexp.detectors.answer_arms import skipped_probe_metrics, skipped_table
+
+    tables = dict(evaluated["tables"])
+    per_probe = tables.pop("per_probe")
+    metrics = {**evaluated["metrics"], **skipped_probe_metrics(skipped)}
+    extra = {f"medvigil_{name}": frame for name, frame in tables.items()}
+    extra["medvigil_skipped"] = skipped_table(skipped)
+    return DetectorResult(metrics, per_probe, "per_probe", cell_figures(metrics, model), extra, descriptive=True)
+
+
+def cell_figures(metrics: Mapping[str, float], model: str) -> dict[str, Any]:
+    """The MCS components and the tier heatmap (one row per error convention), and the blur decay
+    curves when the probe set has a blur sweep."""
+    from medexp.detectors.medvigil import CONVENTIONS, ERRORS_WRONG
+    from medexp.probes.tiers import TIERS
+    from medexp.report.medvigil_figures import (
+        blur_decay_figure,
+        decay_table,
+        mcs_components_figure,
+        tier_sfr_heatmap,
+    )
+
+    columns = ["cap", "safe", "ground", "mcs", "mcs_ci_low", "mcs_ci_high", "acc_orig",
+               *(f"sfr_{tier}" for tier in TIERS), "sfr_w"]
+    rows = pd.DataFrame([
+        {"model": f"{model} ({convention.replace('_', ' ')})",
+         **{column: _metric(metrics, column, convention) for column in columns}}
+        for convention in CONVENTIONS
+    ])
+    figures = {
+        "medvigil/mcs_components": mcs_components_figure(rows, f"MedVIGIL composite: {model}"),
+        "medvigil/tier_sfr": tier_sfr_heatmap(rows, f"Silent-failure rate by risk tier: {model}"),
+    }
+    decay = decay_table({model: metrics}, ERRORS_WRONG)
+    if not decay.empty:
+        figures["medvigil/blur_decay"] = blur_decay_figure(decay, {model: metrics[f"l_star_{ERRORS_WRONG}"]},
+                                                           f"Visual information decay: {model}")
+    return figures
+
+
+def _metric(metrics: Mapping[str, float], column: str, convention: str) -> float:
+    """``mcs_ci_low`` -> ``mcs_<convention>_ci_low``; ``cap`` -> ``cap_<convention>``."""
+    for suffix in ("_ci_low", "_ci_high"):
+        if column.endswith(suffix):
+            return metrics[f"{column.removesuffix(suffix)}_{convention}{suffix}"]
+    return metrics[f"{column}_{convention}"]
