@@ -20,11 +20,21 @@ def _options(group: str) -> list[str]:
     return sorted(path.stem for path in (conf_dir() / group).glob("*.yaml"))
 
 
+# Configs named otherwise on purpose: a replicate's name carries its seed (one cell per seed); a
+# replicate control keeps the name of the control it replicates (its cells are that control's).
+RENAMED = {("model", "demo_clean_replicate"): "demo_clean_s10", ("model", "demo_leaky_replicate"): "demo_leaky_e30_s10",
+           ("control", "negative_demo_ood_replicate"): "negative_demo_ood"}
+# Configs that only compose beside another choice (they read its values).
+COMPANIONS = {("control", "negative_demo_ood_replicate"): ["detector=image_nn", "corpus@detector.corpus=demo_replicate"]}
+
+
 @pytest.mark.parametrize("group,option", [(g, o) for g in GROUPS for o in _options(g)])
 def test_every_group_option_composes(group, option):
-    cfg = compose([f"{group}={option}"])
+    cfg = compose([f"{group}={option}", *COMPANIONS.get((group, option), [])])
     node = cfg[group]
-    if group != "tracking":
+    if (group, option) in RENAMED:
+        assert node.name == RENAMED[group, option]
+    elif group != "tracking":
         # a detector may append its variant to the name (image_nn-<embedder>-<corpus>)
         assert node.name == option or node.name.startswith(f"{option}-"), f"conf/{group}/{option}.yaml must set name: {option}"
     OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves

@@ -105,7 +105,7 @@ def test_a_benchmark_that_cannot_be_loaded_ends_the_run_failed(cfg_for, monkeypa
 @pytest.mark.parametrize("override,message", [
     ("detector.alpha=1.5", "detector.alpha=1.5 is out of range: allowed (0, 1)"),
     ("detector.permutations=0", "detector.permutations=0 is out of range: allowed >= 1"),
-    ("detector.stride=2048", "stride=2048 must be smaller than context_length=1024"),
+    ("detector.stride=2048", "detector.stride=2048 must be smaller than detector.context_length=1024"),
 ])
 def test_bad_values_fail_before_anything_is_loaded_or_tracked(cfg_for, monkeypatch, override, message):
     from medexp.config.ranges import ConfigRangeError
