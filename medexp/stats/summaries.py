@@ -1,5 +1,6 @@
 """Summaries of per-example values: a mean with its bootstrap interval, a sign test over
-replicates, Spearman correlations raw and within groups."""
+replicates, Spearman correlations raw and within groups, and one-sided permutation tests of a
+difference in means (two independent groups; paired units)."""
 
 from __future__ import annotations
 
