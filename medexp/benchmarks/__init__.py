@@ -27,6 +27,7 @@ _LOADERS = {
     "image_folder": "classification:load_image_folder",
     "image_csv": "classification:load_image_csv",
     "demo_classes": "classification:load_demo_classes",
+    "vlmevalkit_tsv": "vlmevalkit_tsv:load",
 }
 _HUB_FORMATS = ("slake", "hf_parquet", "vqa_rad", "omnimedvqa", "image_set", "pmc_oa", "medvigil")
 # Optional fields that only some formats read: setting one elsewhere is a mistake, not a no-op.
@@ -45,6 +46,9 @@ _FORMAT_FIELDS = {
     "demo_corpus": ("demo_corpus",),
     "synthetic": ("synthetic",),
     "demo_classes": ("demo_classes",),
+    "tsv_file": ("vlmevalkit_tsv",),
+    "image_root_from": ("vlmevalkit_tsv",),
+    "image_root_to": ("vlmevalkit_tsv",),
 }
 
 

@@ -58,6 +58,15 @@ def model_config(name: str):
     Inside a running Hydra app (``python -m medexp``) this uses that app's search path;
     elsewhere it composes from conf/ like :func:`compose`.
     """
+    return _group_config("model", name)
+
+
+def bench_config(name: str):
+    """The benchmark config ``conf/bench/<name>.yaml``, composed as ``bench=<name>`` composes it."""
+    return _group_config("bench", name)
+
+
+def _group_config(group: str, name: str):
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import MissingConfigException
 
@@ -65,13 +74,14 @@ def model_config(name: str):
         if GlobalHydra.instance().is_initialized():
             from hydra import compose as hydra_compose
 
-            return hydra_compose(config_name="config", overrides=[f"model={name}"]).model
-        return compose([f"model={name}"]).model
+            return hydra_compose(config_name="config", overrides=[f"{group}={name}"])[group]
+        return compose([f"{group}={name}"])[group]
     except MissingConfigException as error:
-        raise ValueError(f"no model config named {name!r}: {error}") from error
+        raise ValueError(f"no {group} config named {name!r}: {error}") from error
 
 
 __all__ = [
+    "bench_config",
     "compose",
     "conf_dir",
     "model_config",

@@ -11,6 +11,7 @@ from medexp.config.schemas import (
     ImageNNConfig,
     MembershipConfig,
     MemorizationConfig,
+    PerturbationGapConfig,
 )
 
 _SCORE_ORDER = "the order comes from the cell model's scores, but image_nn uses no model and does not depend on order"
@@ -30,6 +31,14 @@ _NOT_FOR_PAIRS = {
                                     "name further pairs in detector.pairs or references in detector.reference_models"),
 }
 
+# perturbation_gap compares each item with its twin; a control that changes one arm's inputs
+# (or supplies scores instead of answers) breaks the pairing. Reorderings change nothing it reads.
+_NOT_FOR_TWINS = {
+    ControlKind.synthetic: _SYNTHETIC,
+    ControlKind.blind_image: "the twin differs from its original by its image; without images both arms ask the same question",
+    ControlKind.external_baseline: "clean comparison models are named in detector.reference_models",
+}
+
 
 def check_control_fits(control_cfg, detector_cfg) -> None:
     """Raise a ValueError naming the control and the detector when the control cannot apply."""
@@ -46,6 +55,8 @@ def control_misfit(kind: ControlKind, detector_schema: type) -> str | None:
         return _NOT_FOR_IMAGE_NN.get(kind)
     if detector_schema in (MemorizationConfig, MembershipConfig) and kind in _NOT_FOR_PAIRS:
         return _NOT_FOR_PAIRS[kind]
+    if detector_schema is PerturbationGapConfig and kind in _NOT_FOR_TWINS:
+        return _NOT_FOR_TWINS[kind]
     if kind is ControlKind.negative_images:
         return ("it replaces the benchmark's images by an out-of-domain image set, which only the image "
                 "detector reads; it applies to image_nn only")

@@ -23,6 +23,7 @@ arm's outcome, y_i the mean of its second-arm outcomes):
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 from collections.abc import Iterable, Sequence
@@ -216,11 +217,14 @@ def example_of(probe_id: str) -> str:
 
 def skipped_metrics(skipped: Sequence[tuple[str, str]]) -> dict[str, float]:
     """``n_skipped`` (examples) and ``n_skipped.<reason>`` per kind of reason."""
-    frame = skipped_table(skipped)
-    out = {"n_skipped": float(frame["example_id"].nunique())}
-    for reason, count in frame.drop_duplicates("example_id")["reason"].value_counts().items():
-        out[f"n_skipped.{_metric_name(reason)}"] = float(count)
-    return out
+    return reason_metrics("n_skipped", skipped_table(skipped).drop_duplicates("example_id")["detail"])
+
+
+def reason_metrics(name: str, reasons: Iterable[str]) -> dict[str, float]:
+    """``<name>`` (how many reasons) and ``<name>.<kind>`` per kind of reason (the text before its first colon)."""
+    kinds = Counter(str(reason).split(":", 1)[0] for reason in reasons)
+    return {name: float(sum(kinds.values())),
+            **{f"{name}.{_metric_name(kind)}": float(count) for kind, count in kinds.items()}}
 
 
 def skipped_probe_metrics(skipped: Sequence[tuple[str, str]]) -> dict[str, float]:

@@ -43,6 +43,7 @@ class CellContext:
     # is the audited model, the cell's own model too). Entries naming the target are skipped.
     cohort_additions: list[DictConfig] = field(default_factory=list)
     corpus: Benchmark | None = None  # image_nn's reference corpus, loaded with the cell's inputs
+    twin: Benchmark | None = None  # perturbation_gap: the bench's perturbed twin, loaded with the cell's inputs
 
     @functools.cached_property
     def model_key(self) -> dict:
@@ -109,7 +110,8 @@ def evaluate(cfg: DictConfig, seed: int, inputs: CellInputs | None = None) -> tu
     benchmark = inputs.benchmark
     if benchmark.skipped:
         log.warning("%s: skipped %d examples (first: %s)", benchmark.name, len(benchmark.skipped), benchmark.skipped[0].reason)
-    ctx = CellContext(cfg, seed, benchmark, list(benchmark.examples), cache_dir, corpus=inputs.corpus)
+    ctx = CellContext(cfg, seed, benchmark, list(benchmark.examples), cache_dir, corpus=inputs.corpus,
+                      twin=inputs.twin)
     # The control may read the cell model's scores of the released examples to choose its order.
     ctx.examples = apply_control(ctx)
     run = _EVALUATORS[OmegaConf.get_type(cfg.detector)]
@@ -161,3 +163,5 @@ from medexp.runner import synthetic_evaluators  # noqa: E402,F401
 from medexp.runner import memorization_evaluators  # noqa: E402,F401
 from medexp.runner import mmdetect_evaluators  # noqa: E402,F401
 from medexp.runner import medvigil_evaluators  # noqa: E402,F401
+from medexp.runner import perturbation_evaluators  # noqa: E402,F401
+

@@ -18,13 +18,14 @@ class CellInputs:
     benchmark: Benchmark  # the examples the detector sees (the bench, or a negative control's image set)
     corpus: Benchmark | None  # image_nn's reference corpus
     bench_hash: str  # content hash of the benchmark (ids, text, options, image bytes)
-    inputs_hash: str  # bench_hash, the corpus's content and the weights of every model the cell reads
+    inputs_hash: str  # bench_hash, the corpus's and twin's content and the weights of every model the cell reads
+    twin: Benchmark | None = None  # perturbation_gap: the benchmark's perturbed twin
 
 
 def load_inputs(cfg, cache_dir: str | Path) -> CellInputs:
-    """Load the cell's benchmark (and corpus) and hash everything its result depends on."""
+    """Load the cell's benchmark (and corpus or twin) and hash everything its result depends on."""
     from medexp.benchmarks.content import content_hash
-    from medexp.config.schemas import ImageNNConfig
+    from medexp.config.schemas import ImageNNConfig, PerturbationGapConfig
     from medexp.controls import control_benchmark
     from medexp.hashing import stable_hash
     from omegaconf import OmegaConf
@@ -38,16 +39,23 @@ def load_inputs(cfg, cache_dir: str | Path) -> CellInputs:
 
         corpus = load_corpus(cfg.detector.corpus, cache_dir)
         parts["corpus"] = content_hash(corpus.examples, cache_dir)
+    twin = None
+    if OmegaConf.get_type(cfg.detector) is PerturbationGapConfig:
+        from medexp.benchmarks.twins import load_twin
+
+        twin = load_twin(cfg.bench, cache_dir)
+        parts["twin"] = content_hash(twin.examples, cache_dir)
     parts["weights"] = model_weights(cfg, cache_dir)
-    return CellInputs(benchmark, corpus, bench_hash, stable_hash(parts, length=32))
+    return CellInputs(benchmark, corpus, bench_hash, stable_hash(parts, length=32), twin)
 
 
 def model_weights(cfg, cache_dir: str | Path) -> dict[str, str | None]:
-    """Fingerprints of the local checkpoints of the cell's model, its cohort and its baselines."""
+    """Fingerprints of the local checkpoints of the cell's model, its cohort, its reference models and its baselines."""
     from medexp.config import model_config
     from medexp.models import weights_fingerprint
 
     configs = {str(cfg.model.name): cfg.model}
-    for name in [*cfg.detector.get("cohort", []), *cfg.control.get("baselines", [])]:
+    for name in [*cfg.detector.get("cohort", []), *cfg.detector.get("reference_models", []),
+                 *cfg.control.get("baselines", [])]:
         configs.setdefault(str(name), model_config(str(name)))
     return {name: weights_fingerprint(model_cfg, cache_dir) for name, model_cfg in sorted(configs.items())}

@@ -1,5 +1,6 @@
 """Summaries of per-example values: a mean with its bootstrap interval, a sign test over
-replicates, Spearman correlations raw and within groups."""
+replicates, Spearman correlations raw and within groups, and one-sided permutation tests of a
+difference in means (two independent groups; paired units)."""
 
 from __future__ import annotations
 
@@ -106,6 +107,29 @@ def mean_difference_test(first, second, n_permutations: int, seed: int) -> MeanD
         return x.mean(axis=axis) - y.mean(axis=axis)
 
     result = sps.permutation_test((first, second), difference, permutation_type="independent", vectorized=True,
+                                  n_resamples=n_permutations, alternative="greater", rng=np.random.default_rng(seed))
+    null = np.asarray(result.null_distribution)
+    return MeanDifferenceTest(float(result.statistic), float(result.pvalue), int(null.size), float(null.mean()),
+                              float(null.std()))
+
+
+def paired_mean_difference_test(first, second, n_permutations: int, seed: int) -> MeanDifferenceTest:
+    """One-sided paired permutation test that mean(first - second) exceeds 0.
+
+    ``first[i]`` and ``second[i]`` belong to one unit (a benchmark pair); under the null they are
+    exchangeable within the unit, so each unit's difference keeps its size and takes either sign
+    (SciPy's ``permutation_type="samples"``: exact enumeration when ``2**n`` is at most
+    ``n_permutations``, else random sign flips with the +1 convention)."""
+    first, second = np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64)
+    if first.shape != second.shape or first.ndim != 1 or first.size == 0:
+        raise ValueError(f"paired values need one flat, non-empty shape, got {first.shape} and {second.shape}")
+    if n_permutations < 1:
+        raise ValueError(f"n_permutations must be >= 1, got {n_permutations}")
+
+    def difference(x, y, axis=-1):
+        return np.mean(x - y, axis=axis)
+
+    result = sps.permutation_test((first, second), difference, permutation_type="samples", vectorized=True,
                                   n_resamples=n_permutations, alternative="greater", rng=np.random.default_rng(seed))
     null = np.asarray(result.null_distribution)
     return MeanDifferenceTest(float(result.statistic), float(result.pvalue), int(null.size), float(null.mean()),

@@ -224,3 +224,21 @@ def image_cells(seeds: list[int], corrupt: tuple[int, ...] = ()) -> list[dict]:
         {"bytes": corrupt_bytes(seed) if position in corrupt else image_bytes(seed), "path": f"{seed}.png"}
         for position, seed in enumerate(seeds)
     ]
+
+
+# ------------------------------------------------------------------------------------ VLMEvalKit
+def write_vlmevalkit_tsv(path: Path, rows: list[dict]) -> Path:
+    """A TSV as VLMEvalKit writes one (pandas ``to_csv(sep="\\t", index=False)``): a column per key
+    of any row, in first-seen order; a key a row lacks is an empty cell (pandas writes NaN as "")."""
+    import pandas as pd
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(path, sep="\t", index=False, encoding="utf-8")
+    return path
+
+
+def base64_image(seed: int, fmt: str = "PNG") -> str:
+    """An image as the base64 text VLMEvalKit stores in its ``image`` column."""
+    import base64
+
+    return base64.b64encode(image_bytes(seed, fmt)).decode("ascii")

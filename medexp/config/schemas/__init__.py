@@ -5,7 +5,8 @@ type or an unknown key fails at composition with a message naming the offending 
 One module per axis (model, bench, detector, images, control, root, report), one for the
 answering section that answering detectors embed (answers), MM-Detect's detectors (mmdetect) with
 their keyword section (keywords) and translators (translator), MedVIGIL's detector (medvigil),
-and two for `python -m medexp.train`
+paired semantic perturbation (perturbation) with the bench's twin section (twin), and two for
+`python -m medexp.train`
 (train, train_app); model, benchmark and
 tracking configs share one schema each; detectors and controls have one
 schema per kind, selected by the YAML file's defaults list (``/schema/detector@_here_: exch``).
@@ -71,6 +72,8 @@ from medexp.config.schemas.mmdetect import (  # noqa: F401
     SlotGuessConfig,
     TextOnlyConfig,
 )
+from medexp.config.schemas.perturbation import PerturbationGapConfig  # noqa: F401
+from medexp.config.schemas.twin import PairBy, TwinConfig  # noqa: F401
 from medexp.config.schemas.model import (  # noqa: F401
     DemoModelConfig,
     DType,
@@ -122,6 +125,7 @@ DETECTOR_SCHEMAS = {
     "slot_guess": SlotGuessConfig,
     "text_only": TextOnlyConfig,
     "medvigil": MedvigilConfig,
+    "perturbation_gap": PerturbationGapConfig,
 }
 EMBEDDER_SCHEMAS = {"open_clip": OpenClipEmbedderConfig, "phash": PHashEmbedderConfig}
 TRANSLATOR_SCHEMAS = {"marian": MarianTranslatorConfig, "demo": DemoTranslatorConfig}

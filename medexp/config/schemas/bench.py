@@ -9,6 +9,7 @@ from typing import Dict, List, Optional
 from omegaconf import MISSING
 
 from medexp.config.ranges import at_least, fraction, positive
+from medexp.config.schemas.twin import TwinConfig
 
 
 class BenchFormat(str, Enum):
@@ -29,6 +30,9 @@ class BenchFormat(str, Enum):
     image_folder = "image_folder"  # classification: <root>/<split>/<class>/<image>, the folder names the class
     image_csv = "image_csv"  # classification: a metadata CSV (image id and label columns) + image folders
     demo_classes = "demo_classes"  # the generated classification set of demo scans, in the image_folder layout
+    # VLMEvalKit's TSV (MMStar, RealWorldQA, MMBench ...): index, question, answer letter, option
+    # columns A, B, ..., image as base64 or image_path
+    vlmevalkit_tsv = "vlmevalkit_tsv"
 
 @dataclass
 class DemoBenchConfig:
@@ -113,3 +117,17 @@ class BenchConfig:
     demo_corpus: Optional[DemoCorpusConfig] = None  # demo_corpus: how the corpus is generated
     synthetic: Optional[SyntheticBenchConfig] = None  # synthetic: how the easiness is drawn
     demo_classes: Optional[DemoClassesConfig] = None  # demo_classes: how the classification set is generated
+    # vlmevalkit_tsv: the TSV under root (None: <split>.tsv). An absolute image_path written on
+    # another machine that starts with image_root_from is moved under image_root_to (a relative
+    # image_root_to is under root); a relative image_path is under the TSV's folder.
+    tsv_file: Optional[str] = None
+    image_root_from: Optional[str] = None
+    image_root_to: Optional[str] = None
+    twin: Optional[TwinConfig] = None  # the perturbed twin of every item, for detector=perturbation_gap
+
+    @staticmethod
+    def check_values(node, path: str) -> str | None:
+        if (node.get("image_root_from") is None) != (node.get("image_root_to") is None):
+            return (f"{path}.image_root_from and {path}.image_root_to go together: the prefix written in the TSV "
+                    f"and the folder that holds those images here")
+        return None

@@ -1,0 +1,185 @@
+"""VLMEvalKit's TSV benchmarks (``format: vlmevalkit_tsv``): MMStar, RealWorldQA, MMBench and the
+perturbed twins published in the same layout.
+
+One tab-separated file with a header row (``<root>/<split>.tsv``, or ``bench.tsv_file``), written
+by pandas (a field holding a tab, a quote or a newline is quoted). Columns:
+
+* ``index``: the item's upstream id, unique in the file;
+* ``question``;
+* ``A``, ``B``, ...: the options in letter order. A row's options end at its first empty cell
+  (RealWorldQA mixes two-, three- and four-option items in one file, the unused cells empty); a
+  file without option columns holds open questions;
+* ``answer``: on a row with options, the gold option's letter; the example's answer is that
+  option's text and its options the option texts in letter order (the letter stays in meta as
+  ``answer_letter``). On a row without options, the gold text;
+* ``image``: the image as base64, decoded once into the content-addressed image store of the
+  cache (written under a temporary name and renamed). A short value (64 characters or fewer) is
+  the ``index`` of another row whose image it shares, as VLMEvalKit writes repeated images;
+* ``image_path``, in files without base64 images (VLMEvalKit's localised copies): the image
+  file. A relative path is under the TSV's folder; an absolute path written on another machine
+  that starts with ``bench.image_root_from`` is moved under ``bench.image_root_to``. Every image
+  file must resolve inside ``bench.root`` unless ``bench.allow_outside_root``;
+* any other column (``hint``, ``category``, ``l2-category``, ``split`` ...) goes to meta, an
+  empty cell as None.
+
+A row whose image is missing, does not decode or is a list of several images (an example holds
+one image) is skipped and counted. Malformed rows (no question, an answer letter that is not one
+of the row's options, an option after an empty one) fail naming the file and the row.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import csv
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Iterator, Optional
+
+from medexp.benchmarks.base import Benchmark
+from medexp.benchmarks.images import CORRUPT_IMAGE, MISSING_IMAGE, image_store, store_image_bytes
+from medexp.benchmarks.records import SourceRow, assemble, required_text, split_file
+from medexp.probes.base import LETTERS
+
+INDEX, QUESTION, ANSWER, IMAGE, IMAGE_PATH = "index", "question", "answer", "image", "image_path"
+_REQUIRED = (INDEX, QUESTION, ANSWER)
+# VLMEvalKit stores a repeated image once; later rows hold the first row's index (at most 64 characters).
+_MAX_REFERENCE = 64
+SEVERAL_IMAGES = "several images"
+# A base64 image is a single field far beyond csv's default 128 KiB limit.
+_FIELD_LIMIT = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Rerooting:
+    """Absolute image paths written under ``old`` on another machine, found under ``new`` here."""
+
+    old: Optional[PurePosixPath]
+    new: Optional[Path]
+
+    def apply(self, value: str, folder: Path) -> Path:
+        path = Path(value)
+        if not path.is_absolute():
+            return folder / path
+        if self.old is not None and PurePosixPath(value).is_relative_to(self.old):
+            return self.new / PurePosixPath(value).relative_to(self.old)
+        return path
+
+
+def load(bench_cfg, cache_dir: Path) -> Benchmark:
+    """Load a ``format: vlmevalkit_tsv`` benchmark from ``bench.root``."""
+    if not bench_cfg.root:
+        raise ValueError(f"bench={bench_cfg.name}: set bench.root=/path/to/the/tsv/folder (format vlmevalkit_tsv)")
+    root = Path(bench_cfg.root).expanduser()
+    path = split_file(bench_cfg.name, root, bench_cfg.get("tsv_file") or f"{bench_cfg.split}.tsv")
+    new_root = bench_cfg.get("image_root_to")
+    rerooting = Rerooting(
+        PurePosixPath(bench_cfg.image_root_from) if bench_cfg.get("image_root_from") else None,
+        root / Path(new_root).expanduser() if new_root else None,  # an absolute image_root_to replaces root
+    )
+    rows = tsv_rows(path, image_store(Path(cache_dir)), rerooting)
+    return assemble(bench_cfg.name, bench_cfg.split, rows, bench_cfg.max_examples, root, bench_cfg.allow_outside_root)
+
+
+def tsv_records(path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    """``("<file>: row <n>", record)`` for every data row, lazily; the header must name the
+    required columns and an image column."""
+    csv.field_size_limit(_FIELD_LIMIT)
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        reader = csv.DictReader(handle, delimiter="\t")
+        header = reader.fieldnames or []
+        missing = [column for column in _REQUIRED if column not in header]
+        if missing or not ({IMAGE, IMAGE_PATH} & set(header)):
+            raise ValueError(f"{path}: not a VLMEvalKit TSV: missing column(s) {missing or [IMAGE + ' or ' + IMAGE_PATH]} "
+                             f"(has {header})")
+        try:
+            for number, record in enumerate(reader, start=1):
+                where = f"{path}: row {number}"
+                if None in record:  # csv puts cells beyond the header under the key None
+                    raise ValueError(f"{where}: {len(header) + len(record[None])} cells for {len(header)} columns")
+                yield where, record
+        except UnicodeDecodeError as error:
+            raise ValueError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+
+
+def option_columns(header: list[str]) -> list[str]:
+    """The option columns: A, B, ... in letter order, as far as the letters run unbroken."""
+    columns = []
+    for letter in LETTERS:
+        if letter not in header:
+            break
+        columns.append(letter)
+    return columns
+
+
+def tsv_rows(path: Path, store: Path, rerooting: Rerooting) -> Iterator[SourceRow]:
+    """The file's rows as :class:`SourceRow` records, in file order."""
+    stored: dict[str, tuple[Optional[Path], Optional[str]]] = {}  # index -> (stored image, problem)
+    letters: Optional[list[str]] = None
+    reserved: set[str] = set()
+    for where, record in tsv_records(path):
+        if letters is None:
+            letters = option_columns(list(record))
+            reserved = {*_REQUIRED, IMAGE, IMAGE_PATH, *letters}
+        index = required_text(record, INDEX, where)
+        options = _options(record, letters, where)
+        answer = required_text(record, ANSWER, where)
+        meta = {key: (value if value.strip() else None) for key, value in record.items() if key not in reserved}
+        if options:
+            if answer not in LETTERS[:len(options)]:
+                raise ValueError(f"{where}: answer {answer!r} is not one of the row's option letters "
+                                 f"{list(LETTERS[:len(options)])}")
+            meta["answer_letter"] = answer
+            answer = options[LETTERS.index(answer)]
+        yield SourceRow(source_id=index, question=required_text(record, QUESTION, where), answer=answer,
+                        options=options or None, meta=meta, where=where,
+                        **_image_fields(record, index, where, path, store, stored, rerooting))
+
+
+def _options(record: dict[str, str], letters: list[str], where: str) -> tuple[str, ...]:
+    values = [(record.get(letter) or "").strip() for letter in letters]
+    count = values.index("") if "" in values else len(values)
+    if any(values[count:]):
+        late = next(letter for letter, value in zip(letters[count:], values[count:]) if value)
+        raise ValueError(f"{where}: option {late} follows the empty option {letters[count]}; "
+                         "a row's options fill A, B, ... without gaps")
+    return tuple(values[:count])
+
+
+def _image_fields(record, index, where, path, store, stored, rerooting) -> dict:
+    """The SourceRow image fields of one row (base64, a reference to another row, or a path)."""
+    cell = (record.get(IMAGE) or "").strip()
+    if cell:
+        if cell.startswith("["):
+            return {"problem": f"{SEVERAL_IMAGES}: {where} holds a list of images; an example holds one"}
+        if len(cell) <= _MAX_REFERENCE:
+            image, problem = stored[cell] if cell in stored else _referenced_image(path, cell, where, store)
+        else:
+            image, problem = _store(cell, where, store)
+            stored[index] = (image, problem)
+        return {"image": image, "problem": problem, "image_checked": image is not None}
+    file_cell = (record.get(IMAGE_PATH) or "").strip()
+    if file_cell.startswith("["):
+        return {"problem": f"{SEVERAL_IMAGES}: {where} holds a list of image paths; an example holds one"}
+    if file_cell:
+        return {"image": rerooting.apply(file_cell, path.parent)}
+    return {"problem": f"{MISSING_IMAGE}: {where} has neither a base64 image nor an image_path"}
+
+
+def _store(cell: str, where: str, store: Path) -> tuple[Optional[Path], Optional[str]]:
+    try:
+        data = base64.b64decode(cell, validate=True)
+    except (binascii.Error, ValueError) as error:
+        return None, f"{CORRUPT_IMAGE}: {where}: the image cell is not base64 ({error})"
+    return store_image_bytes(data, store, where)
+
+
+def _referenced_image(path: Path, index: str, where: str, store: Path) -> tuple[Optional[Path], Optional[str]]:
+    """The image of the row whose index a short image cell names, when that row comes later."""
+    for other_where, record in tsv_records(path):
+        if (record.get(INDEX) or "").strip() == index:
+            cell = (record.get(IMAGE) or "").strip()
+            if len(cell) <= _MAX_REFERENCE:
+                break  # a reference to a reference: VLMEvalKit never writes one
+            return _store(cell, other_where, store)
+    return None, f"{MISSING_IMAGE}: {where}: the image cell names row index {index!r}, which holds no base64 image"

@@ -1,0 +1,52 @@
+"""Evaluator of paired semantic perturbation: the cell's benchmark paired with its perturbed twin
+(the bench's ``twin:`` section, loaded with the cell's inputs), both arms answered by the cell's
+model and by each clean reference model (white box, OpenAI-compatible server or imported file,
+cached), then the pure detector."""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+from medexp.config.schemas import PerturbationGapConfig
+from medexp.detectors.base import DetectorResult
+from medexp.runner.evaluate import CellContext, evaluator, model_cache_key
+from medexp.runner.mmdetect_evaluators import answers
+
+log = logging.getLogger("medexp")
+
+
+@evaluator(PerturbationGapConfig)
+def _perturbation_gap(ctx: CellContext) -> DetectorResult:
+    from medexp.benchmarks.twins import pair_twins
+    from medexp.detectors.answer_arms import probe_facts
+    from medexp.detectors.perturbation_gap import perturbation_gap_detector
+    from medexp.probes.twins import twin_probes
+
+    bench = ctx.cfg.bench
+    pairing = pair_twins(ctx.examples, ctx.benchmark.skipped, ctx.twin, bench.twin,
+                         originals_complete=bench.max_examples is None, bench_name=str(bench.name))
+    probe_set = twin_probes(pairing.pairs)
+    if not probe_set.probes:
+        raise ValueError(f"detector=perturbation_gap: no pair of bench={bench.name} could be asked "
+                         f"(skipped: {probe_set.skip_counts()})")
+    detector = ctx.cfg.detector
+    references = {str(name): _reference_answers(ctx, str(name), probe_set.probes)
+                  for name in detector.reference_models if str(name) != str(ctx.cfg.model.name)}
+    return perturbation_gap_detector(
+        answers(ctx, probe_set.probes), probe_facts(probe_set.probes, list(detector.strata)), detector, ctx.seed,
+        probe_set.skipped, pairing.unpaired,
+        {original.example_id: twin.example_id for original, twin in pairing.pairs}, references)
+
+
+def _reference_answers(ctx: CellContext, name: str, probes):
+    """A clean reference model's response table of the same probes; it loads only on a cache miss."""
+    from medexp.answers.dispatch import model_answers
+    from medexp.config import model_config
+    from medexp.models import load_scorer
+
+    reference = model_config(name)
+    log.info("reference model %s: answering %d probes (cached after the first time)", name, len(probes))
+    scorer = functools.cache(functools.partial(load_scorer, reference, ctx.cache_dir))
+    return model_answers(reference, model_cache_key(reference, ctx.cache_dir), scorer, probes,
+                         ctx.cfg.detector.answer, ctx.cache_dir)

@@ -1,0 +1,106 @@
+"""perturbation_gap end to end: a VLMEvalKit TSV benchmark and its perturbed twin (another TSV,
+paired by index), answered by scripted OpenAI-compatible servers through ``run_cell`` exactly as
+``python -m medexp`` runs it.
+
+Every image is one flat colour whose red level encodes the gold option: an original and its twin
+ask the same question over different images, and the twin's colour names another option. A
+*memorising* server answers each question with the letter it memorised from the originals; a
+*reading* server decodes the image it is sent and answers what the colour says.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+
+import numpy as np
+import pytest
+from mlflow.tracking import MlflowClient
+from PIL import Image
+
+from medexp.config import compose
+from medexp.probes.base import LETTERS
+from medexp.runner import run_cell
+from tests.answers.server import ChatServer, prompt_text
+from tests.benchmarks.upstream import write_vlmevalkit_tsv
+
+N_ITEMS = 30
+N_TWINS = 26  # the last originals have no twin, as after the authors' manual check
+FINDINGS = ["nodule", "effusion", "cardiomegaly", "normal"]
+_RED = 40  # the red level of option i is _RED * (i + 1)
+
+
+def _colour_image(gold: int) -> str:
+    buffer = io.BytesIO()
+    Image.new("RGB", (16, 16), (_RED * (gold + 1), 90, 90)).save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _row(index: int, gold: int) -> dict:
+    return {"index": index, "question": f"Case {index}: what does the image show?", "hint": "", **dict(zip("ABCD", FINDINGS)),
+            "answer": LETTERS[gold], "category": "finding" if index % 3 else "normal_check", "image": _colour_image(gold)}
+
+
+@pytest.fixture()
+def paired_tsv(tmp_path):
+    rng = np.random.default_rng(3)
+    gold = rng.integers(0, 4, N_ITEMS)
+    shift = rng.integers(1, 4, N_ITEMS)  # the twin's answer is always another option
+    root = tmp_path / "LMUData"
+    write_vlmevalkit_tsv(root / "MMStar.tsv", [_row(i, int(gold[i])) for i in range(N_ITEMS)])
+    write_vlmevalkit_tsv(root / "MMStar_perturbed.tsv", [_row(i, int((gold[i] + shift[i]) % 4)) for i in range(N_TWINS)])
+    memorised = {f"Case {i}:": LETTERS[int(gold[i])] for i in range(N_ITEMS)}
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+    def cell(server, name):
+        cfg = compose([f"tracking.uri={uri}", f"paths.cache_dir={tmp_path / 'cache'}", "bench=mmstar_tsv",
+                       f"bench.root={root}", "detector=perturbation_gap", "detector.n_resamples=500",
+                       "model=openai_compatible", f"model.name={name}", f"model.base_url={server.base_url}",
+                       "model.max_retries=0"])
+        outcome = run_cell(cfg)
+        assert outcome.status == "FINISHED", outcome.error
+        return outcome
+
+    cell.memorised, cell.uri = memorised, uri
+    return cell
+
+
+def memorising(memorised):
+    def rule(prompt: str, body: dict) -> str:
+        return memorised[re.match(r"Case \d+:", prompt).group(0)]
+
+    return rule
+
+
+def reading(prompt: str, body: dict) -> str:
+    url = re.search(r"data:image/png;base64,([A-Za-z0-9+/=]+)", json.dumps(body["messages"])).group(1)
+    with Image.open(io.BytesIO(base64.b64decode(url))) as image:
+        red = image.convert("RGB").getpixel((0, 0))[0]
+    return LETTERS[round(red / _RED) - 1]
+
+
+def test_a_server_that_memorised_the_originals_is_flagged_and_one_that_reads_the_image_is_not(paired_tsv):
+    with ChatServer(answer=memorising(paired_tsv.memorised)) as server:
+        leaky = paired_tsv(server, "memoriser")
+        asked = [prompt_text(body) for body in server.requests]
+    with ChatServer(answer=reading) as server:
+        clean = paired_tsv(server, "reader")
+    # the memoriser: right on all 26 originals, wrong on all 26 twins: b = 26, c = 0, p = 0.5 ** 26
+    m = leaky.metrics
+    assert (m["acc_original"], m["acc_twin"], m["gap"]) == (1.0, 0.0, 1.0)
+    assert (m["b"], m["c"], m["n_pairs"]) == (26.0, 0.0, 26.0)
+    assert m["p_value"] == pytest.approx(0.5**26) and m["flag"] == 1.0
+    assert m["n_unpaired"] == 4.0 and m["n_unpaired.no_twin"] == 4.0
+    assert m["n_error_original"] == m["n_error_twin"] == 0.0
+    # both arms put the same question; only the image differs
+    assert len(asked) == 52 and len(set(asked)) == 26
+    # the reader: right on both arms, no discordant pair
+    c = clean.metrics
+    assert (c["acc_original"], c["acc_twin"], c["gap"]) == (1.0, 1.0, 0.0)
+    assert c["p_value"] == 1.0 and c["flag"] == 0.0
+    run = MlflowClient(paired_tsv.uri).get_run(leaky.run_id)
+    assert run.data.tags["medexp.family"] == "perturbation_gap/none"  # the family, per control
+    artifacts = [item.path for item in MlflowClient(paired_tsv.uri).list_artifacts(leaky.run_id)]
+    assert any("per_pair" in path for path in artifacts), artifacts
