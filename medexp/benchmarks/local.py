@@ -32,14 +32,24 @@ def load_demo(bench_cfg, cache_dir: Path) -> Benchmark:
 
 
 def load_local(
-    name: str, root: Path, split: str, max_examples: int | None = None, allow_outside_root: bool = False
+    name: str, root: Path, split: str, max_examples: int | None = None, allow_outside_root: bool = False,
+    image_only: bool = False,
 ) -> Benchmark:
-    """Read ``<root>/<split>.jsonl`` in file order (at most ``max_examples`` rows)."""
+    """Read ``<root>/<split>.jsonl`` in file order (at most ``max_examples`` rows).
+
+    ``image_only``: a reference image corpus, whose rows may leave question and answer empty
+    (``""``, as the pmc_oa and image_set loaders give) but must have an image.
+    """
     path = split_file(name, root, f"{split}.jsonl")
-    return assemble(name, split, _rows(path, Path(root)), max_examples, Path(root), allow_outside_root)
+    return assemble(name, split, _rows(path, Path(root), image_only), max_examples, Path(root), allow_outside_root)
 
 
-def _rows(path: Path, root: Path) -> Iterator[SourceRow]:
+def _rows(path: Path, root: Path, image_only: bool = False) -> Iterator[SourceRow]:
+    def text(record: dict, key: str, where: str) -> str:
+        if image_only and record.get(key) == "" and record.get("image"):
+            return ""
+        return required_text(record, key, where)
+
     for where, record in jsonl_records(path):
         image = record.get("image")
         options = record.get("options")
@@ -47,8 +57,8 @@ def _rows(path: Path, root: Path) -> Iterator[SourceRow]:
             raise ValueError(f"{where}: options must be a non-empty list, got a JSON {json_type(options)}")
         yield SourceRow(
             source_id=required_text(record, "id", where),
-            question=required_text(record, "question", where),
-            answer=required_text(record, "answer", where),
+            question=text(record, "question", where),
+            answer=text(record, "answer", where),
             image=root / str(image) if image else None,
             options=tuple(str(option) for option in options) if options else None,
             meta={key: value for key, value in record.items() if key not in _RESERVED},

@@ -167,6 +167,19 @@ def test_null_or_empty_answers_are_errors_not_text(tmp_path, answer, problem):
     assert str(info.value).startswith(f"{tmp_path / 'test.jsonl'}:2: answer {problem};")
 
 
+def test_an_image_only_corpus_may_leave_question_and_answer_empty(tmp_path):
+    write_scan(tmp_path / "images" / "a.png")
+    rows = [{"id": "1", "question": "", "answer": "", "image": "images/a.png"}]
+    write_jsonl(tmp_path / "corpus.jsonl", rows)
+    (example,) = load_local("c", tmp_path, "corpus", image_only=True).examples
+    assert (example.question, example.answer, example.image.name) == ("", "", "a.png")
+    with pytest.raises(ValueError, match="corpus.jsonl:1: question is empty"):
+        load_local("c", tmp_path, "corpus")  # a benchmark row needs its question
+    write_jsonl(tmp_path / "corpus.jsonl", [{"id": "1", "question": "", "answer": ""}])
+    with pytest.raises(ValueError, match="corpus.jsonl:1: question is empty"):
+        load_local("c", tmp_path, "corpus", image_only=True)  # no image: nothing to keep
+
+
 def test_numeric_answers_keep_their_text(tmp_path):
     write_jsonl(tmp_path / "test.jsonl", [{"id": 1, "question": "How many?", "answer": 2}])
     (example,) = load_local("x", tmp_path, "test").examples
