@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Dict, List, Optional
 
@@ -90,6 +90,9 @@ class BenchConfig:
     hub_id: Optional[str] = None  # Hugging Face dataset repo used when root is unset
     revision: Optional[str] = None  # hub branch, tag or commit (None: the default branch)
     split: str = "test"
+    # The splits experiment=split_overlap checks this split's images against (corpus=bench_split):
+    # the training split, and the validation split where the release has one.
+    overlap_splits: List[str] = field(default_factory=lambda: ["train"])
     # Read only the first N rows of the split in released order; rows skipped for a bad image
     # count toward N (the audit's "first 5,000 rows, one corrupt image dropped" gives 4,999).
     max_examples: Optional[int] = at_least(None, 1)
