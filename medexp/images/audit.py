@@ -149,8 +149,6 @@ def image_nn_audit(
                                                seed, corpus_name)
     result = image_nn_detector(table, calibration, detector_cfg.tau_alpha, detector_cfg.sweep_alphas,
                                detector_cfg.alpha, embedder.resolution)
-    for warning in result.warnings:
-        log.warning("%s (corpus %s, embedder %s)", warning, corpus_name, embedder_cfg.name)
     result.metrics.update(metrics)
     result.metrics.update(
         {

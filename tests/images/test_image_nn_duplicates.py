@@ -9,8 +9,6 @@ tau_alpha), and a degenerate tau is reported.
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 import pytest
 from omegaconf import OmegaConf
@@ -215,7 +213,7 @@ def test_copies_of_corpus_vectors_are_all_flagged_with_a_tiny_p_value():
     assert row["n_flagged"] == 40 and row["p_value"] < 1e-40
 
 
-def test_a_corpus_of_float16_ties_gives_a_degenerate_tau_with_a_warning(tmp_path, scans, monkeypatch, caplog):
+def test_a_corpus_of_float16_ties_gives_a_degenerate_tau_with_a_warning(tmp_path, scans, monkeypatch):
     """Copies that are not identical but closer than float16 can resolve (a re-encode embedded
     again on another batch) survive deduplication; tau then falls below the embedder's
     resolution, and the run says so."""
@@ -242,11 +240,10 @@ def test_a_corpus_of_float16_ties_gives_a_degenerate_tau_with_a_warning(tmp_path
         tie.write_bytes(png_bytes(Image.fromarray(pixels)))
         ties.append(tie)
     corpus = Benchmark("c", questions("c", "train", [*scans[:20], *ties], [3] * 40))
-    with caplog.at_level(logging.WARNING, logger="medexp"):
-        result = image_nn_audit(questions("b", "test", scans[100:110], [1] * 10), detector_cfg(), tmp_path / "cache",
-                                seed=2, corpus=corpus)
+    result = image_nn_audit(questions("b", "test", scans[100:110], [1] * 10), detector_cfg(), tmp_path / "cache",
+                            seed=2, corpus=corpus)
     metrics = result.metrics
     assert metrics["corpus_n_distinct"] == 40  # the ties are different vectors
     assert 0 < metrics["tau"] < OpenClipEmbedder.resolution and metrics["tau_degenerate"] == 1.0
+    # one warning, which the runner logs and tags on the run (tests/runner/test_run_cell.py)
     assert len(result.warnings) == 1 and "degenerate" in result.warnings[0]
-    assert any("degenerate" in record.getMessage() and "corpus demo" in record.getMessage() for record in caplog.records)
