@@ -69,7 +69,8 @@ def merge_baseline_results(own: DetectorResult, baselines: dict[str, DetectorRes
 
     Adds ``n_baselines``, ``baselines_min_p_value`` and ``baselines_n_flagged`` (when there is a
     baseline), a ``baselines`` table (one row per baseline: model, then its metrics) and the
-    baselines' own tables and figures under ``baselines/<name>/``.
+    baselines' own tables and figures under ``baselines/<name>/``, and every warning (a
+    baseline's prefixed with its name).
     """
     import pandas as pd
 
@@ -77,7 +78,9 @@ def merge_baseline_results(own: DetectorResult, baselines: dict[str, DetectorRes
     figures = dict(own.figures)
     tables = dict(own.extra_tables)
     rows = []
+    warnings = list(own.warnings)
     for name, result in baselines.items():
+        warnings += [f"baseline {name}: {warning}" for warning in result.warnings]
         metrics.update({f"baseline_{name}_{key}": value for key, value in result.metrics.items()})
         # p_value, statistic and flag lead the row; the detector's other metrics follow in its order.
         headline = {key: result.metrics[key] for key in ("p_value", "statistic", "flag")}
@@ -91,4 +94,4 @@ def merge_baseline_results(own: DetectorResult, baselines: dict[str, DetectorRes
         metrics["baselines_min_p_value"] = min(result.metrics["p_value"] for result in baselines.values())
         metrics["baselines_n_flagged"] = float(sum(result.metrics["flag"] for result in baselines.values()))
         tables["baselines"] = pd.DataFrame(rows)
-    return DetectorResult(metrics, own.table, own.table_name, figures, tables)
+    return DetectorResult(metrics, own.table, own.table_name, figures, tables, warnings=warnings)

@@ -23,6 +23,9 @@ class DetectorResult:
     figures: dict[str, Any] = field(default_factory=dict)  # file stem (may hold a folder) -> matplotlib Figure
     extra_tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # file stem -> further tables
     descriptive: bool = False
+    # What the reader of this cell must know (a degenerate threshold, ...): one sentence each,
+    # logged by the runner and tagged on the run, never a reason to fail the cell.
+    warnings: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         required = {"n_examples"} if self.descriptive else {"p_value", "statistic", "n_examples", "flag"}

@@ -1,24 +1,44 @@
 """Detector 1, image near-neighbour overlap: statistics over nearest-neighbour distances.
 
-Inputs are two sets of cosine distances to a reference corpus: each benchmark image's distance
-to its nearest corpus image, and a calibration sample of ``m`` corpus images' distances to their
-nearest *other* corpus image. The threshold is ``tau = Q_alpha``, the k-th smallest calibration
-distance with ``k = ceil(alpha m)``, and a benchmark image is flagged when its distance is
-strictly below tau: it sits closer to the corpus than all but a fraction ``alpha`` of corpus
-images sit to each other.
+Units. An *image* is one distinct content (the SHA-256 of its bytes): a VQA split holds each
+image once per question, and questions about one image are not independent draws. The input is
+one row per distinct benchmark image: the cosine distance to its nearest image in the
+deduplicated corpus and how many of the benchmark's questions use it (``n_questions``). The test
+counts images; the question-level count and rate are reported beside it.
 
-P-value. Null hypothesis: a benchmark image is no closer to the corpus than corpus images are
-to each other, i.e. benchmark and calibration distances are exchangeable draws. Then the number
-X of flagged images among n is exactly beta-binomial, X ~ BetaBinom(n, k, m - k + 1): given tau,
-X is Binomial(n, F(tau)), and F(tau) of the k-th of m order statistics is Beta(k, m - k + 1).
-The one-sided p-value is P(X >= x_observed). This is the binomial test of the flag count against
-alpha with the sampling error of tau folded in (it tends to Binomial(n, alpha) as m grows);
-ignoring that error would inflate false positives when n is not small next to m. Ties (e.g. the
-discrete distances of a perceptual hash) only make the strict ``< tau`` test more conservative.
-The calibration distances are close to independent when the sample is small next to the corpus
-(5,000 of 1.85M in the audit). When it is the whole corpus, mutual nearest neighbours share a
-distance and the test is slightly liberal (a synthetic check gave a 6.7% false-positive rate at
-nominal 5% with m = N = 600, and 4% with m = 600 of N = 1,800).
+Exact duplicates. A benchmark image whose bytes, or whose stored embedding, equal those of a
+corpus image is an exact duplicate. The pipeline gives it distance exactly 0 (distances are
+recomputed in float64, where identical vectors give 0 and different ones a positive number), so
+here ``distance == 0`` marks an exact duplicate. It is always flagged, whatever tau.
+
+Threshold. ``tau = Q_alpha``, the k-th smallest of m calibration distances with
+``k = ceil(alpha m)``; an image is flagged when its distance is strictly below tau (or 0). The
+calibration distances are those of a seeded sample of *distinct* corpus images to their nearest
+other distinct corpus image: identical corpus images (same bytes or same vector) are collapsed
+into one before calibration. Without that, a corpus with internal copies (a VQA train split,
+re-published figures) gives most sampled images a neighbour at distance 0, tau collapses to 0 and
+nothing, not even an exact copy, is "closer than tau". A tau below the embedder's resolution
+(the float16 tie distance, or one bit of a hash) is *degenerate*: the corpus still holds
+near-identical copies that deduplication did not collapse, and tau separates nothing but exact
+copies. It is reported (metric ``tau_degenerate``, a warning), never hidden behind p = 1.
+
+P-value. Null hypothesis: a benchmark image is no closer to the corpus than distinct corpus
+images are to each other, i.e. benchmark and calibration distances are exchangeable draws. Then
+the number X of flagged images among n is exactly beta-binomial, X ~ BetaBinom(n, k, m - k + 1):
+given tau, X is Binomial(n, F(tau)), and F(tau) of the k-th of m order statistics is
+Beta(k, m - k + 1). The one-sided p-value is P(X >= x_observed): the binomial test of the flag
+count against alpha with the sampling error of tau folded in (it tends to Binomial(n, alpha) as
+m grows); ignoring that error would inflate false positives when n is not small next to m.
+Exact copies enter X as ordinary flags. Under the null a benchmark image is a fresh draw and
+equals a corpus image with probability 0, as no calibration distance is 0 (the deduplicated
+corpus has no identical pair); their distance 0 lies below any positive tau, so counting them is
+counting ``distance < tau``, the event the null describes. A benchmark of copies therefore gets
+a tiny p-value, not p = 1. Ties (e.g. the discrete distances of a perceptual hash) only make the
+strict ``< tau`` test more conservative. The calibration distances are close to independent when
+the sample is small next to the corpus (5,000 of 1.85M in the audit). When it is the whole
+corpus, mutual nearest neighbours share a distance and the test is slightly liberal (a synthetic
+check gave a 6.7% false-positive rate at nominal 5% with m = N = 600, and 4% with m = 600 of
+N = 1,800).
 """
 
 from __future__ import annotations
@@ -62,14 +82,19 @@ def flag_count_p_value(n_flagged: int, n: int, m: int, k: int) -> float:
     return float(min(1.0, np.exp(logsumexp(tail))))
 
 
+def flagged_at(distances: np.ndarray, tau: float) -> np.ndarray:
+    """Images closer than tau, and exact duplicates (distance 0) whatever tau."""
+    return (distances < tau) | (distances == 0.0)
+
+
 def alpha_sweep(distances: np.ndarray, calibration: np.ndarray, alphas: Sequence[float]) -> pd.DataFrame:
-    """Threshold, flag count, flag rate and p-value of each alpha (one row per alpha)."""
+    """Threshold, flagged images, their share and the p-value of each alpha (one row per alpha)."""
     m, n = len(calibration), len(distances)
     rows = []
     for alpha in sorted(alphas):
         k = null_rank(alpha, m)
         tau = null_threshold(calibration, alpha)
-        flagged = int(np.count_nonzero(distances < tau))
+        flagged = int(np.count_nonzero(flagged_at(distances, tau)))
         rows.append(
             {
                 "alpha": float(alpha),
@@ -85,52 +110,81 @@ def alpha_sweep(distances: np.ndarray, calibration: np.ndarray, alphas: Sequence
 
 
 def image_nn_detector(
-    neighbours: pd.DataFrame,
+    images: pd.DataFrame,
     calibration: np.ndarray,
     tau_alpha: float,
     sweep_alphas: Sequence[float],
     test_alpha: float,
+    resolution: float = 0.0,
 ) -> DetectorResult:
-    """Flag benchmark images closer than tau to the corpus; test the flag count (module docstring).
+    """Flag benchmark images closer than tau to the corpus, or identical to a corpus image; test
+    the flagged-image count (module docstring).
 
-    ``neighbours`` has one row per benchmark image (columns ``NEIGHBOUR_COLUMNS``, extra columns
-    are kept); ``calibration`` holds the self-excluded corpus distances. ``test_alpha`` is the
-    level at which the cell is flagged (p < test_alpha).
+    ``images`` has one row per distinct benchmark image (columns ``NEIGHBOUR_COLUMNS``; optional
+    ``n_questions``, the questions using the image, 1 when absent; extra columns are kept);
+    ``calibration`` holds the deduplicated, self-excluded corpus distances. ``test_alpha`` is
+    the level at which the cell is flagged (p < test_alpha); a tau below ``resolution`` (the
+    embedder's tie distance) is reported as degenerate.
     """
-    missing = [column for column in NEIGHBOUR_COLUMNS if column not in neighbours]
+    missing = [column for column in NEIGHBOUR_COLUMNS if column not in images]
     if missing:
         raise ValueError(f"neighbour table lacks column(s) {missing}")
-    if neighbours.empty:
+    if images.empty:
         raise ValueError("image_nn: no benchmark images to test")
-    distances = _finite(neighbours["distance"].to_numpy(dtype=np.float64), "benchmark distances")
+    distances = _finite(images["distance"].to_numpy(dtype=np.float64), "benchmark distances")
+    if (distances < 0).any():
+        raise ValueError(f"image_nn: {int((distances < 0).sum())} negative benchmark distances")
     calibration = _finite(calibration, "calibration distances")
+    questions = images["n_questions"].to_numpy(dtype=np.int64) if "n_questions" in images else np.ones(len(images), np.int64)
     n, m = len(distances), len(calibration)
     k = null_rank(tau_alpha, m)
     tau = null_threshold(calibration, tau_alpha)
-    table = neighbours.assign(flagged=distances < tau)
-    n_flagged = int(table["flagged"].sum())
+    exact = distances == 0.0
+    table = images.assign(exact_duplicate=exact, flagged=flagged_at(distances, tau))
+    flagged = table["flagged"].to_numpy()
+    n_flagged = int(flagged.sum())
     p_value = flag_count_p_value(n_flagged, n, m, k)
     sweep = alpha_sweep(distances, calibration, sorted(set(sweep_alphas) | {tau_alpha}))
-    flagged_pairs = table[table["flagged"]].sort_values(["distance", "position"], kind="stable").reset_index(drop=True)
+    flagged_pairs = (
+        table[flagged]
+        .sort_values(["exact_duplicate", "distance", "position"], ascending=[False, True, True], kind="stable")
+        .reset_index(drop=True)
+    )
+    degenerate = tau <= 0.0 or tau < resolution
     metrics = {
         "p_value": p_value,
         "statistic": n_flagged / n,
-        "n_examples": float(n),
+        "n_examples": float(n),  # the test's unit: distinct images
         "flag": float(p_value < test_alpha),
-        "flag_rate": n_flagged / n,
-        "n_flagged": float(n_flagged),
+        "n_images": float(n),
+        "n_questions": float(questions.sum()),
+        "n_images_flagged": float(n_flagged),
+        "n_questions_flagged": float(questions[flagged].sum()),
+        "image_flag_rate": n_flagged / n,
+        "question_flag_rate": float(questions[flagged].sum() / questions.sum()),
+        "n_exact_duplicates_images": float(exact.sum()),
+        "n_exact_duplicates_questions": float(questions[exact].sum()),
         "tau": tau,
         "tau_alpha": float(tau_alpha),
+        "tau_degenerate": float(degenerate),
+        "embedder_resolution": float(resolution),
         "expected_flag_rate": k / (m + 1),
         "calibration_size": float(m),
-        "n_zero_distance": float(np.count_nonzero(distances == 0.0)),  # identical vectors: exact duplicates
         "min_distance": float(distances.min()),
         "median_distance": float(np.median(distances)),
         "calibration_median_distance": float(np.median(calibration)),
     }
+    warnings = []
+    if degenerate:
+        warnings.append(
+            f"image_nn: tau = {tau:.3g} is degenerate (below the embedder's resolution {resolution:.3g}): {k} or more of "
+            f"the {m} sampled distinct corpus images have a copy in the corpus closer than the embedder can resolve, "
+            "which deduplication did not collapse; only exact duplicates can be flagged"
+        )
     figures = {"alpha_sweep": sweep_figure(sweep, tau_alpha), "nn_distances": distance_figure(distances, calibration, tau)}
     return DetectorResult(
-        metrics, table, "nearest_neighbours", figures, extra_tables={"alpha_sweep": sweep, "flagged_pairs": flagged_pairs}
+        metrics, table, "nearest_neighbours", figures, extra_tables={"alpha_sweep": sweep, "flagged_pairs": flagged_pairs},
+        warnings=warnings,
     )
 
 
@@ -160,7 +214,7 @@ def distance_figure(distances: np.ndarray, calibration: np.ndarray, tau: float):
     figure = Figure(figsize=(5.0, 3.6), layout="constrained")
     axes = figure.add_subplot()
     bins = np.linspace(0.0, max(float(distances.max()), float(calibration.max()), tau) * 1.02 + 1e-9, 60)
-    axes.hist(calibration, bins=bins, density=True, alpha=0.5, label="corpus to corpus (self excluded)")
+    axes.hist(calibration, bins=bins, density=True, alpha=0.5, label="corpus to corpus (distinct images)")
     axes.hist(distances, bins=bins, density=True, alpha=0.5, label="benchmark to corpus")
     axes.axvline(tau, color="black", linestyle=":", label=f"tau = {tau:.4g}")
     axes.set_xlabel("cosine distance to the nearest corpus image")

@@ -1,8 +1,8 @@
 """Image embedders: every one maps image files to L2-normalised float32 rows.
 
-- :class:`PerceptualHash` needs no weights: a DCT perceptual hash turned into a +-1 vector, so
-  the cosine distance between two images is ``2 * Hamming / bits`` (0 for identical hashes: the
-  exact-duplicate screen).
+- :class:`PerceptualHash` needs no weights: ``imagehash.phash`` (a DCT perceptual hash) turned
+  into a +-1 vector, so the cosine distance between two images is ``2 * Hamming / bits`` (0 for
+  identical hashes: an exact duplicate as far as the hash can tell).
 - :class:`OpenClipEmbedder` runs an open_clip image tower (SigLIP ``ViT-B-16-SigLIP`` 768-d,
   ``ViT-SO400M-14-SigLIP`` 1152-d, pretrained ``webli``) with SigLIP normalisation.
 
@@ -24,6 +24,7 @@ from medexp.benchmarks.images import read_image
 
 class Embedder(Protocol):
     dim: int
+    resolution: float  # distances below it are ties (a tau below it is degenerate)
 
     def cache_key(self) -> dict[str, Any]:
         """Everything that changes the vectors (the embedding-cache key)."""
@@ -50,12 +51,13 @@ def load_embedder(embedder_cfg) -> Embedder:
 
 
 class PerceptualHash:
-    """DCT perceptual hash of a grey image, as a unit vector of +-1 / sqrt(bits).
+    """``imagehash.phash`` of the grey image as a unit vector of +-1 / sqrt(bits).
 
     The image is reduced to ``hash_size * highfreq_factor`` pixels a side, transformed with a
-    2-D DCT, and the ``hash_size x hash_size`` block of lowest frequencies without the DC term
-    is compared with its median: one bit per coefficient. Dropping DC makes the hash blind to a
-    uniform brightness shift; low frequencies survive resizing and JPEG re-encoding.
+    2-D DCT, and the ``hash_size x hash_size`` block of lowest frequencies is compared with its
+    median: one bit per coefficient. Low frequencies survive resizing and JPEG re-encoding. On
+    the demo corpus it recovers the planted near-duplicates as well as the DCT hash medexp used
+    to compute itself (NOTES: AUC 0.9998 against 0.9996), at the same cost.
     """
 
     def __init__(self, hash_size: int = 32, highfreq_factor: int = 4):
@@ -63,23 +65,24 @@ class PerceptualHash:
             raise ValueError(f"phash needs hash_size >= 2 and highfreq_factor >= 1, got {hash_size}, {highfreq_factor}")
         self.hash_size = hash_size
         self.highfreq_factor = highfreq_factor
-        self.dim = hash_size * hash_size - 1
+        self.dim = hash_size * hash_size
+
+    @property
+    def resolution(self) -> float:
+        """Half the smallest non-zero distance (one bit of ``dim``): a smaller distance is a tie."""
+        return 1.0 / self.dim
 
     def cache_key(self) -> dict[str, Any]:
-        return {"kind": "phash", "version": 1, "hash_size": self.hash_size, "highfreq_factor": self.highfreq_factor}
+        import imagehash
+
+        return {"kind": "phash", "implementation": f"imagehash {imagehash.__version__}", "hash_size": self.hash_size,
+                "highfreq_factor": self.highfreq_factor}
 
     def bits(self, image) -> np.ndarray:
         """The hash of a PIL image as ``dim`` booleans."""
-        from PIL import Image
-        from scipy.fft import dctn
+        import imagehash
 
-        side = self.hash_size * self.highfreq_factor
-        # resampled in float: no rounding or clipping of the filter's overshoot, so a brightness
-        # shift stays a pure DC change
-        grey = image.convert("L").convert("F").resize((side, side), Image.Resampling.LANCZOS)
-        spectrum = dctn(np.asarray(grey, dtype=np.float64), type=2, norm="ortho")
-        low = spectrum[: self.hash_size, : self.hash_size].ravel()[1:]  # [1:] drops the DC term
-        return low > np.median(low)
+        return imagehash.phash(image.convert("L"), self.hash_size, self.highfreq_factor).hash.ravel()
 
     def embed(self, paths: Sequence[Path]) -> np.ndarray:
         signs = np.empty((len(paths), self.dim), dtype=np.float32)
@@ -108,6 +111,11 @@ class OpenClipEmbedder:
     @property
     def dim(self) -> int:
         return int(self.cfg.dim) if self.cfg.dim is not None else int(self._loaded[0].visual.output_dim)
+
+    # Storing a unit vector in float16 moves each component by at most 2^-11 of itself, so two
+    # stored copies of one vector can lie up to |2 * 2^-11|^2 / 2 = 2^-21 (4.8e-7) apart: a
+    # smaller distance cannot be told from a tie.
+    resolution = float(np.finfo(np.float16).eps) ** 2 / 2
 
     def cache_key(self) -> dict[str, Any]:
         cfg = self.cfg

@@ -8,8 +8,10 @@ from pathlib import Path
 import numpy as np
 
 
-def adjudication_panel(benchmark_image: Path, corpus_image: Path, benchmark_id: str, corpus_id: str, distance: float):
-    """A matplotlib Figure showing both images at their own resolution, titled with ids and distance."""
+def adjudication_panel(benchmark_image: Path, corpus_image: Path, benchmark_id: str, corpus_id: str, distance: float,
+                       match: str = "near"):
+    """A matplotlib Figure showing both images at their own resolution, titled with ids and distance
+    (or, for an exact duplicate, how it matched: ``same_bytes`` or ``same_vector``)."""
     from matplotlib.figure import Figure
 
     from medexp.benchmarks.images import read_image
@@ -21,7 +23,8 @@ def adjudication_panel(benchmark_image: Path, corpus_image: Path, benchmark_id: 
         axes.imshow(pixels, interpolation="nearest")
         axes.set_title(f"{label}\n{pixels.shape[1]}x{pixels.shape[0]} px", fontsize=8)
         axes.set_axis_off()
-    figure.suptitle(f"cosine distance {distance:.4f}", fontsize=9)
+    exact = f"exact duplicate ({match.replace('_', ' ')}), " if distance == 0.0 else ""
+    figure.suptitle(f"{exact}cosine distance {distance:.4g}", fontsize=9)
     return figure
 
 

@@ -7,7 +7,10 @@
   trustworthy with a measured recall: :func:`recall_at_1` compares it with exact search.
 
 :func:`nearest` returns cosine distances (1 - similarity) to the nearest neighbour, optionally
-excluding each query's own corpus row (the self-match of threshold calibration).
+excluding each query's own corpus row (the self-match of threshold calibration). The index only
+*finds* the neighbour; its distance is then recomputed in float64 from the two stored vectors
+(:func:`cosine_distances`), so identical vectors are at distance exactly 0 and distinct ones at a
+positive distance, never the float32 residue of ``1 - <q, q>`` (about 5e-7 for float16 vectors).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ log = logging.getLogger(__name__)
 
 
 class Searcher(Protocol):
+    corpus: EmbeddingSet
+
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """``(similarities, corpus indices)``, each ``(len(queries), k)``, best first."""
 
@@ -85,6 +90,7 @@ class ApproximateSearch:
                  use_gpu: bool = True):
         import faiss
 
+        self.corpus = corpus
         n, dim = len(corpus), corpus.dim
         if kind == "ivf":
             nlist = nlist or max(1, int(4 * np.sqrt(n)))
@@ -143,7 +149,7 @@ def nearest(searcher: Searcher, queries: np.ndarray, exclude: np.ndarray | None 
     two neighbours are fetched and the first other one is kept. A duplicate of the query
     elsewhere in the corpus is still found, at distance 0.
     """
-    sims, idxs = searcher.search(queries, 1 if exclude is None else 2)
+    _, idxs = searcher.search(queries, 1 if exclude is None else 2)
     if exclude is None:
         pick = np.zeros(len(queries), dtype=np.int64)
     else:
@@ -151,12 +157,30 @@ def nearest(searcher: Searcher, queries: np.ndarray, exclude: np.ndarray | None 
         if idxs.shape[1] < 2:
             raise ValueError("self-excluded search needs a corpus of at least two vectors")
         pick = (idxs[:, 0] == exclude).astype(np.int64)
-    rows = np.arange(len(queries))
-    chosen = idxs[rows, pick]
+    chosen = idxs[np.arange(len(queries)), pick]
     if (chosen < 0).any():
         raise RuntimeError(f"the index returned no neighbour for {int((chosen < 0).sum())} queries")
-    # float rounding can push a self-similarity just above 1
-    return np.maximum(0.0, 1.0 - sims[rows, pick].astype(np.float64)), chosen
+    return cosine_distances(queries, searcher.corpus.rows(chosen)), chosen
+
+
+def cosine_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cosine distance ``1 - cos = |a/|a| - b/|b||^2 / 2``, in float64.
+
+    The squared-difference form is exactly 0 for identical rows (the same operations on the same
+    numbers) and positive for any two different directions, where ``1 - <a, b>`` in float32 leaves
+    a rounding residue of either sign. A zero row is at distance 0.5 from any non-zero row.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"cosine distances need rows of one shape, got {a.shape} and {b.shape}")
+
+    def unit(rows: np.ndarray) -> np.ndarray:
+        norms = np.linalg.norm(rows, axis=1, keepdims=True)
+        return rows / np.where(norms > 0, norms, 1.0)
+
+    difference = unit(a) - unit(b)
+    return 0.5 * np.einsum("ij,ij->i", difference, difference)
 
 
 def recall_at_1(approximate: Searcher, exact: Searcher, queries: np.ndarray, exclude: np.ndarray | None = None,

@@ -102,9 +102,9 @@ def image_flag_rates(index: CellIndex) -> ReportFigure | None:
     for offset, detector in enumerate(detectors):
         for cell in (cell for cell in cells if cell.detector == detector):
             x = labels.index(_image_label(cell)) + (offset - (len(detectors) - 1) / 2) * width
-            rate = cell.values["flag_rate"]
+            rate = cell.values["image_flag_rate"]
             axes.bar(x, 100 * rate, width, color=f"C{offset}", label=detector)
-            flagged, total = cell.values.get("n_flagged"), cell.values.get("n_examples")
+            flagged, total = cell.values.get("n_images_flagged"), cell.values.get("n_images")
             if flagged is not None and total:
                 axes.annotate(f"{int(flagged)}/{int(total)}", (x, 100 * rate), ha="center", va="bottom", fontsize=7)
     axes.axhline(100 * cells[0].values["tau_alpha"], color="black", linestyle="--", linewidth=0.8,
@@ -265,7 +265,7 @@ def replicate_flag_rates(rows: list[ReplicateRow]) -> ReportFigure | None:
 
 def _image_nn_cells(index: CellIndex) -> list[CellRun]:
     return [cell for cell in index.finished
-            if "flag_rate" in cell.values and "tau_alpha" in cell.values and replicate_seed(cell) is None]
+            if "image_flag_rate" in cell.values and "tau_alpha" in cell.values and replicate_seed(cell) is None]
 
 
 def _image_label(cell: CellRun) -> str:

@@ -28,6 +28,7 @@ class CellOutcome:
     status: str  # FINISHED, FAILED or CACHED (a finished run with this key already existed)
     metrics: dict[str, float]
     error: str | None = None
+    warnings: tuple[str, ...] = ()  # the detector's warnings (a degenerate threshold, ...)
 
     def summary(self) -> str:
         if self.status == "FAILED":
@@ -37,7 +38,8 @@ class CellOutcome:
             values = "  ".join(f"{name}={value:.4g}" for name, value in sorted(self.metrics.items()))
             return f"{self.cell_key}  descriptive  {values}  run_id={self.run_id}{reused}"
         flag = bool(self.metrics.get("flag", 0.0))
-        return f"{self.cell_key}  p_value={self.metrics['p_value']:.4g}  flag={flag}  run_id={self.run_id}{reused}"
+        warned = "".join(f"\n  WARNING: {warning}" for warning in self.warnings)
+        return f"{self.cell_key}  p_value={self.metrics['p_value']:.4g}  flag={flag}  run_id={self.run_id}{reused}{warned}"
 
 
 def run_cell(cfg: DictConfig, parent_run_id: str | None = None, tracker=None) -> CellOutcome:
@@ -92,9 +94,13 @@ def run_cell(cfg: DictConfig, parent_run_id: str | None = None, tracker=None) ->
                 tracker.log_files(run_id, {"config.yaml": OmegaConf.to_yaml(resolved)})
                 if load_error is not None:
                     raise load_error
-                metrics, files = _compute(cfg, cell, inputs)
+                metrics, files, warnings = _compute(cfg, cell, inputs)
                 tracker.log_metrics(run_id, metrics)
                 tracker.log_files(run_id, files)
+                if warnings:
+                    for warning in warnings:
+                        log.warning("cell %s: %s", cell.key, warning)
+                    tracker.set_tags(run_id, {"medexp.warnings": "\n".join(warnings)})
             tracker.finish(run_id)
         except BaseException as error:
             interrupted = signal_name(error)
@@ -106,17 +112,17 @@ def run_cell(cfg: DictConfig, parent_run_id: str | None = None, tracker=None) ->
                 raise
             log.exception("cell %s failed", cell.key)  # one cell's failure never stops a sweep
             return CellOutcome(cell.key, run_id, "FAILED", {}, f"{type(error).__name__}: {error}")
-    return CellOutcome(cell.key, run_id, "FINISHED", metrics)
+    return CellOutcome(cell.key, run_id, "FINISHED", metrics, warnings=tuple(warnings))
 
 
-def _compute(cfg: DictConfig, cell: Cell, inputs) -> tuple[dict[str, float], dict[str, object]]:
-    """The cell's metrics and artefact files (figures, tables)."""
+def _compute(cfg: DictConfig, cell: Cell, inputs) -> tuple[dict[str, float], dict[str, object], list[str]]:
+    """The cell's metrics, artefact files (figures, tables) and the detector's warnings."""
     metrics, result = evaluate(cfg, cell.seed(cfg.seed), inputs)
     files: dict[str, object] = {f"{name}.png": figure for name, figure in result.figures.items()}
     if result.table is not None:
         files[f"{result.table_name}.parquet"] = result.table
     files.update({f"{name}.parquet": table for name, table in result.extra_tables.items()})
-    return metrics, files
+    return metrics, files, result.warnings
 
 
 def _cell_lock(cfg: DictConfig, cell: Cell, fingerprint: str):

@@ -184,14 +184,15 @@ def _atypicality(inputs: DifferentialInputs, embedder_cfg, cache_dir) -> np.ndar
     """Per example, the cosine distance of a member's embedding to its class's centroid (the mean
     of the class's member embeddings); NaN for non-members."""
     from medexp.images.embedders import load_embedder
-    from medexp.images.store import embed_images, normalise
+    from medexp.images.store import distinct_images, embed_images, normalise
 
     members = inputs.members
     if any(example.image is None for example in members):
         raise ValueError("atypicality needs an image for every member; some have none")
-    vectors = embed_images(load_embedder(embedder_cfg), [ex.example_id for ex in members], [ex.image for ex in members],
-                           cache_dir, int(embedder_cfg.batch_size), int(embedder_cfg.shard_size), desc="embedding canaries")
-    features = vectors.rows(range(len(members)))
+    images = distinct_images([ex.image for ex in members], cache_dir)
+    vectors = embed_images(load_embedder(embedder_cfg), images, cache_dir, int(embedder_cfg.batch_size),
+                           int(embedder_cfg.shard_size), desc="embedding canaries")
+    features = vectors.rows(images.inverse)
     classes = np.array([inputs.class_of(example) for example in members])
     distance = np.empty(len(members))
     for cls in np.unique(classes):

@@ -137,3 +137,19 @@ def test_demo_replicates_costs_20_models_against_the_fixed_demo_cohort(replicate
     assert reference_seeds == {0, 1, 2} and reference_seeds.isdisjoint(range(10, 20))
     # demo_clean itself is unchanged: seed 0, its own name
     assert (model_config("demo_clean").name, model_config("demo_clean").demo.seed) == ("demo_clean", 0)
+
+
+def test_split_overlap_checks_the_test_split_against_each_overlap_split_of_the_same_release():
+    cells = _cells("split_overlap")  # the default bench: the offline demo, test against train
+    assert [(cfg.detector.corpus.source.name, cfg.detector.corpus.source.split) for cfg in cells] == [("demo", "train")]
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        cell = ["model=none", "detector=image_nn", "corpus@detector.corpus=bench_split", "embedder@detector.embedder=phash"]
+        slake = [compose("config", ["experiment=split_overlap", *cell, "bench=slake", "bench.root=/data/slake",
+                                    f"detector.corpus.source.split={split}"]) for split in ("train", "validate")]
+    for cfg, split in zip(slake, ("train", "validate")):
+        source = OmegaConf.to_container(cfg.detector.corpus.source, resolve=True)
+        bench = OmegaConf.to_container(cfg.bench, resolve=True)
+        # the corpus is the benchmark's own release: every key but the split and the row count
+        assert {k: v for k, v in source.items() if bench[k] != v} == {"split": split, "expected_examples": None}
+        assert (cfg.model.name, cfg.detector.name) == ("none", f"image_nn-phash-slake_{split}")
+    assert OmegaConf.to_container(slake[0].bench.overlap_splits) == ["train", "validate"]

@@ -74,7 +74,7 @@ def test_merged_result_keeps_the_cells_metrics_and_adds_each_baselines():
     blip = DetectorResult({"p_value": 0.5, "statistic": 0.1, "n_examples": 10.0, "flag": 0.0, "pr_delta_gt_100": 0.01},
                           pd.DataFrame({"c": [3]}), "per_stratum", {"delta_tail": "blip figure"})
     instruct = DetectorResult({"p_value": 0.004, "statistic": 0.25, "n_examples": 10.0, "flag": 1.0,
-                               "pr_delta_gt_100": 0.19})
+                               "pr_delta_gt_100": 0.19}, warnings=["tau is degenerate"])
     merged = merge_baseline_results(own, {"blip2": blip, "instructblip": instruct})
     assert {k: v for k, v in merged.metrics.items() if not k.startswith(("baseline", "n_baselines"))} == own.metrics
     assert merged.metrics["baseline_blip2_pr_delta_gt_100"] == 0.01
@@ -89,6 +89,7 @@ def test_merged_result_keeps_the_cells_metrics_and_adds_each_baselines():
     assert merged.table is own.table and merged.table_name == "per_stratum"
     assert merged.figures == {"delta_tail": "own figure", "baselines/blip2/delta_tail": "blip figure"}
     assert set(merged.extra_tables) == {"alpha", "baselines", "baselines/blip2/per_stratum"}
+    assert merged.warnings == ["baseline instructblip: tau is degenerate"]
 
 
 def test_no_baseline_left_adds_only_the_count():

@@ -60,9 +60,9 @@ def _scores(demo_cache, model, examples):
 def test_negative_demo_ood_flags_nothing_at_the_demo_cells_tau(demo_cache, tracking_uri):
     demo = _cli(demo_cache, tracking_uri, "detector=image_nn").data.metrics
     ood = _cli(demo_cache, tracking_uri, "detector=image_nn", "control=negative_demo_ood").data.metrics
-    assert demo["n_flagged"] > 0  # the planted copies: tau separates something on the benchmark
-    assert ood["tau"] == demo["tau"] and ood["corpus_size"] == demo["corpus_size"]
-    assert ood["n_examples"] == 300 and ood["n_flagged"] == 0 and ood["flag"] == 0.0
+    assert demo["n_images_flagged"] > 0  # the planted copies: tau separates something on the benchmark
+    assert ood["tau"] == demo["tau"] and ood["corpus_n_images"] == demo["corpus_n_images"]
+    assert ood["n_examples"] == 300 and ood["n_images_flagged"] == 0 and ood["flag"] == 0.0
 
 
 def test_external_baseline_exch_rank_equals_the_baselines_own_cell(demo_cache, tracking_uri):

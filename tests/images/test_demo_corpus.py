@@ -107,10 +107,10 @@ def test_planted_duplicates_are_recovered_on_the_demo(demo_results):
 
 def test_out_of_domain_and_clean_in_domain_controls(demo_results):
     ood = demo_results["ood"].metrics
-    assert ood["n_examples"] == 300 and ood["n_flagged"] == 0 and ood["flag"] == 0.0
+    assert ood["n_examples"] == 300 and ood["n_images_flagged"] == 0 and ood["flag"] == 0.0
     assert ood["min_distance"] > 3 * ood["tau"]  # far outside the flag region, as for paintings vs PMC
     train = demo_results["train"].metrics  # same renderer, never copied into the corpus
-    assert train["n_examples"] == 1200 and train["flag_rate"] < 0.03 and train["p_value"] > 0.01
+    assert train["n_examples"] == 1200 and train["image_flag_rate"] < 0.03 and train["p_value"] > 0.01
 
 
 def test_tau_is_shared_and_the_run_reproducible(demo_results):

@@ -31,8 +31,11 @@ def test_default_image_nn_is_offline_phash_on_the_demo_corpus():
 def test_every_embedder_and_corpus_composes_and_names_the_cell(embedder, corpus):
     cfg = compose(["detector=image_nn", f"embedder@detector.embedder={embedder}", f"corpus@detector.corpus={corpus}"])
     detector = cfg.detector
-    assert (detector.embedder.name, detector.corpus.name) == (embedder, corpus)
-    assert detector.name == f"image_nn-{embedder}-{corpus}"  # distinct cells per backbone and corpus
+    # bench_split names itself after the split it reads (the default bench's train split), a corpus
+    # replicate after its seed
+    corpus_name = {"bench_split": f"{cfg.bench.name}_train", "demo_replicate": "demo_s10"}.get(corpus, corpus)
+    assert (detector.embedder.name, detector.corpus.name) == (embedder, corpus_name)
+    assert detector.name == f"image_nn-{embedder}-{corpus_name}"  # distinct cells per backbone and corpus
     OmegaConf.to_container(cfg, resolve=True)
     if embedder.startswith("siglip"):
         assert OmegaConf.get_type(detector.embedder) is OpenClipEmbedderConfig

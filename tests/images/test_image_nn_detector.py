@@ -77,18 +77,56 @@ def test_detector_flags_strictly_below_tau_and_reports_hand_values():
     result = image_nn_detector(neighbours([0.05, 0.2, 0.15, 0.6]), calibration, 0.4, [0.2, 0.4], test_alpha=0.05)
     assert result.table["flagged"].tolist() == [True, False, True, False]  # 0.2 == tau is not flagged
     metrics = result.metrics
-    assert metrics["tau"] == 0.2 and metrics["n_flagged"] == 2 and metrics["n_examples"] == 4
-    assert metrics["statistic"] == metrics["flag_rate"] == 0.5
+    assert metrics["tau"] == 0.2 and metrics["n_images_flagged"] == 2 and metrics["n_examples"] == metrics["n_images"] == 4
+    assert metrics["statistic"] == metrics["image_flag_rate"] == 0.5
+    assert metrics["n_questions"] == 4 and metrics["question_flag_rate"] == 0.5  # one question per image by default
     assert metrics["expected_flag_rate"] == pytest.approx(2 / 6)
     assert metrics["p_value"] == pytest.approx(flag_count_p_value(2, 4, 5, 2))
     assert metrics["flag"] == float(metrics["p_value"] < 0.05)
-    assert metrics["min_distance"] == 0.05 and metrics["n_zero_distance"] == 0
+    assert metrics["min_distance"] == 0.05 and metrics["n_exact_duplicates_images"] == 0
+    assert metrics["tau_degenerate"] == 0.0 and result.warnings == []
     pairs = result.extra_tables["flagged_pairs"]
     assert pairs["example_id"].tolist() == ["b::test::0", "b::test::2"]  # closest first
     sweep = result.extra_tables["alpha_sweep"]
     assert sweep["alpha"].tolist() == [0.2, 0.4]
     assert sweep["tau"].tolist() == [0.1, 0.2] and sweep["n_flagged"].tolist() == [1, 2]
     assert set(result.figures) == {"alpha_sweep", "nn_distances"}
+
+
+def test_images_are_the_unit_and_questions_are_counted_beside_them():
+    # 4 images used by 3, 1, 5 and 1 questions; image 0 is an exact copy (distance 0)
+    images = neighbours([0.0, 0.15, 0.3, 0.05]).assign(n_questions=[3, 1, 5, 1])
+    calibration = np.array([0.5, 0.1, 0.3, 0.2, 0.4])
+    result = image_nn_detector(images, calibration, 0.4, [0.2], test_alpha=0.05)
+    metrics = result.metrics
+    assert result.table["flagged"].tolist() == [True, True, False, True]
+    assert result.table["exact_duplicate"].tolist() == [True, False, False, False]
+    assert (metrics["n_images"], metrics["n_images_flagged"], metrics["image_flag_rate"]) == (4, 3, 0.75)
+    assert (metrics["n_questions"], metrics["n_questions_flagged"]) == (10, 5)
+    assert metrics["question_flag_rate"] == 0.5
+    assert (metrics["n_exact_duplicates_images"], metrics["n_exact_duplicates_questions"]) == (1, 3)
+    assert metrics["p_value"] == pytest.approx(flag_count_p_value(3, 4, 5, 2))  # images, not questions, are tested
+    pairs = result.extra_tables["flagged_pairs"]
+    assert pairs["example_id"].tolist() == ["b::test::0", "b::test::3", "b::test::1"]  # exact first, then closest
+
+
+def test_exact_copies_are_flagged_whatever_tau_and_a_degenerate_tau_warns():
+    """The calibration a corpus with internal copies gives without deduplication: mostly zeros."""
+    images = neighbours([0.0, 0.0, 0.0, 0.2])
+    calibration = np.array([0.0] * 60 + list(np.linspace(0.1, 0.5, 40)))
+    result = image_nn_detector(images, calibration, 0.05, [0.01, 0.5], test_alpha=0.01, resolution=4.8e-7)
+    metrics = result.metrics
+    assert metrics["tau"] == 0.0 and metrics["tau_degenerate"] == 1.0
+    assert result.table["flagged"].tolist() == [True, True, True, False]  # nothing is < 0, yet copies count
+    assert metrics["n_exact_duplicates_images"] == 3 and metrics["n_images_flagged"] == 3
+    assert len(result.warnings) == 1 and "tau = 0 is degenerate" in result.warnings[0]
+    sweep = result.extra_tables["alpha_sweep"]
+    assert sweep["n_flagged"].tolist() == [3, 3, 3]  # at 0.5 tau is 0 as well (60 of 100 distances are 0)
+    # below the resolution (a float16 tie), not only at zero
+    tiny = image_nn_detector(images, np.array([1e-8] * 10 + [0.3] * 90), 0.05, [], 0.01, resolution=4.8e-7)
+    assert tiny.metrics["tau_degenerate"] == 1.0 and tiny.warnings
+    fine = image_nn_detector(images, np.array([1e-3] * 10 + [0.3] * 90), 0.05, [], 0.01, resolution=4.8e-7)
+    assert fine.metrics["tau_degenerate"] == 0.0 and not fine.warnings
 
 
 def test_sweep_flag_rate_is_monotone_in_alpha():
@@ -105,6 +143,7 @@ def test_sweep_flag_rate_is_monotone_in_alpha():
         ([0.1], [0.2, float("inf")], 0.5, "non-finite calibration distances"),
         ([0.1], [], 0.5, "no calibration distances"),
         ([0.1], [0.2, 0.3], 1.5, "alpha must lie in"),
+        ([-0.1], [0.2, 0.3], 0.5, "negative benchmark distances"),
     ],
 )
 def test_bad_inputs_fail_clearly(distances, calibration, alpha, message):

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from medexp.images.embedders import PerceptualHash
-from medexp.images.search import ApproximateSearch, ExactSearch, nearest, recall_at_1
-from medexp.images.store import EmbeddingSet, embed_images
+from medexp.images.search import ApproximateSearch, ExactSearch, cosine_distances, nearest, recall_at_1
+from medexp.images.store import EmbeddingSet, distinct_images, embed_images
 
 
 def unit(degrees) -> np.ndarray:
@@ -47,8 +47,30 @@ def test_self_exclusion_keeps_a_duplicate_but_never_the_row_itself(corpus):
     distance, index = nearest(searcher, corpus.rows(rows), exclude=rows)
     assert index.tolist() == [3, 5, 3, 3]  # 0 -> 45 deg; each 45-degree copy finds the other at distance 0
     np.testing.assert_allclose(distance, [1 - np.cos(np.radians(45.0)), 0.0, 0.0, 1 - np.cos(np.radians(45.0))], atol=2e-3)
+    assert distance[1] == distance[2] == 0.0  # identical vectors: exactly 0, no float residue
     unexcluded, own = nearest(searcher, corpus.rows(rows), exclude=np.array([-1, -1, -1, -1]))
-    assert own.tolist() == [0, 3, 3, 1] and np.all(unexcluded < 1e-3)
+    assert own.tolist() == [0, 3, 3, 1] and np.all(unexcluded == 0.0)
+
+
+@pytest.mark.parametrize("dim", [2, 768, 1152])
+def test_identical_vectors_are_at_distance_exactly_zero_and_distinct_ones_above_it(dim):
+    """Float32 inner products leave 1 - <q, q> at about +-5e-7 for float16 vectors; the
+    recomputed float64 distance is 0 for identical vectors and positive for any other."""
+    rng = np.random.default_rng(dim)
+    vectors = rng.normal(size=(200, dim))
+    corpus = EmbeddingSet.from_array([str(i) for i in range(200)], vectors)
+    searcher = ExactSearch(corpus, block_size=64, use_gpu=False)
+    sims, _ = searcher.search(corpus.rows(range(200)), 1)
+    assert np.any(1.0 - sims[:, 0].astype(np.float64) != 0.0)  # the residue this replaces
+    distance, index = nearest(searcher, corpus.rows(range(200)))
+    assert index.tolist() == list(range(200)) and np.all(distance == 0.0)
+    # one float16 step in one component is another vector: positive, tiny, and resolved
+    nudged = corpus.shards[0].copy()
+    nudged[:, 0] = np.nextafter(nudged[:, 0], np.float16(np.inf))
+    other = EmbeddingSet([str(i) for i in range(200)], [nudged])
+    apart = cosine_distances(corpus.rows(range(200)), other.rows(range(200)))
+    assert np.all(apart > 0.0) and np.all(apart < 1e-6)
+    np.testing.assert_allclose(cosine_distances(unit([0.0, 0.0]), unit([90.0, 180.0])), [1.0, 2.0], atol=1e-12)
 
 
 def test_embedding_set_rows_and_blocks_cross_shard_boundaries():
@@ -120,48 +142,94 @@ def scan_files(tmp_path):
     return paths
 
 
+def embed(embedder, paths, cache, batch_size=3, shard_size=4):
+    return embed_images(embedder, distinct_images(paths, cache), cache, batch_size, shard_size)
+
+
+def entries(cache):
+    """The embedding entries (directories; each has a lock file beside it)."""
+    return [path for path in (cache / "embeddings").iterdir() if path.is_dir()]
+
+
 def test_store_writes_float16_shards_and_reuses_them(tmp_path, scan_files):
     embedder = CountingHash()
-    ids = [f"x{k}" for k in range(10)]
-    first = embed_images(embedder, ids, scan_files, tmp_path / "cache", batch_size=3, shard_size=4)
+    first = embed(embedder, scan_files, tmp_path / "cache")
     assert embedder.calls == 10 and len(first.shards) == 3 and first.shards[0].dtype == np.float16
     np.testing.assert_allclose(first.rows(range(10)), PerceptualHash(8, 4).embed(scan_files), atol=1e-3)
-    again = embed_images(embedder, ids, scan_files, tmp_path / "cache", batch_size=3, shard_size=4)
+    again = embed(embedder, scan_files, tmp_path / "cache")
     assert embedder.calls == 10  # nothing recomputed
     np.testing.assert_array_equal(again.rows(range(10)), first.rows(range(10)))
 
 
+def test_each_distinct_image_is_embedded_once_and_mapped_back_to_every_file(tmp_path, scan_files):
+    # a VQA split: each image once per question, here 3 copies (other names, same bytes) of each
+    copies = []
+    for k, path in enumerate(scan_files):
+        for c in range(3):
+            copy = tmp_path / "questions" / f"q{k}_{c}.png"
+            copy.parent.mkdir(exist_ok=True)
+            copy.write_bytes(path.read_bytes())
+            copies.append(copy)
+    images = distinct_images(copies, tmp_path / "cache")
+    assert len(images) == 10 and images.inverse.tolist() == [k for k in range(10) for _ in range(3)]
+    assert images.paths == copies[::3]  # the first file of each content
+    embedder = CountingHash()
+    vectors = embed_images(embedder, images, tmp_path / "cache", 3, 4)
+    assert embedder.calls == 10 and vectors.ids == images.digests
+    np.testing.assert_array_equal(vectors.rows(images.inverse)[::3], vectors.rows(range(10)))
+    # the entry is keyed by content: the originals (other paths, same bytes) reuse it
+    embed(embedder, scan_files, tmp_path / "cache")
+    assert embedder.calls == 10
+
+
 def test_store_resumes_at_the_missing_shard(tmp_path, scan_files):
     embedder = CountingHash()
-    ids = [f"x{k}" for k in range(10)]
-    embed_images(embedder, ids, scan_files, tmp_path / "cache", batch_size=3, shard_size=4)
-    entry = next((tmp_path / "cache" / "embeddings").iterdir())
+    embed(embedder, scan_files, tmp_path / "cache")
+    (entry,) = entries(tmp_path / "cache")
     (entry / "complete.json").unlink()  # as if interrupted after the first two shards
     (entry / "shard-000000008-000000010.npy").unlink()
-    embed_images(embedder, ids, scan_files, tmp_path / "cache", batch_size=3, shard_size=4)
+    embed(embedder, scan_files, tmp_path / "cache")
     assert embedder.calls == 12  # only the two images of the missing shard
 
 
 def test_failed_embedding_leaves_no_complete_entry(tmp_path, scan_files):
     scan_files[6].write_bytes(b"not an image")
     with pytest.raises(ValueError, match="cannot read image .*scan_6.png"):
-        embed_images(PerceptualHash(8, 4), [str(k) for k in range(10)], scan_files, tmp_path / "cache", 3, 4)
-    entry = next((tmp_path / "cache" / "embeddings").iterdir())
+        embed(PerceptualHash(8, 4), scan_files, tmp_path / "cache")
+    (entry,) = entries(tmp_path / "cache")
     assert not (entry / "complete.json").exists()
-    assert sorted(p.name for p in entry.glob("shard-*")) == ["shard-000000000-000000004.npy"]
+    assert sorted(p.name for p in entry.glob("shard-*.npy")) == ["shard-000000000-000000004.npy"]
 
 
 def test_changed_image_or_embedder_gets_a_new_entry(tmp_path, scan_files):
-    ids = [str(k) for k in range(10)]
-    embed_images(PerceptualHash(8, 4), ids, scan_files, tmp_path / "cache", 3, 4)
-    embed_images(PerceptualHash(16, 4), ids, scan_files, tmp_path / "cache", 3, 4)
+    embed(PerceptualHash(8, 4), scan_files, tmp_path / "cache")
+    embed(PerceptualHash(16, 4), scan_files, tmp_path / "cache")
     scan_files[0].write_bytes(scan_files[1].read_bytes() + b"\0")
-    embed_images(PerceptualHash(8, 4), ids, scan_files, tmp_path / "cache", 3, 4)
-    assert len(list((tmp_path / "cache" / "embeddings").iterdir())) == 3
+    embed(PerceptualHash(8, 4), scan_files, tmp_path / "cache")
+    assert len(entries(tmp_path / "cache")) == 3
 
 
-def test_store_rejects_empty_or_mismatched_input(tmp_path, scan_files):
+def test_store_rejects_empty_input(tmp_path):
     with pytest.raises(ValueError, match="no images"):
-        embed_images(PerceptualHash(8, 4), [], [], tmp_path, 3, 4)
-    with pytest.raises(ValueError, match="2 ids for 10 images"):
-        embed_images(PerceptualHash(8, 4), ["a", "b"], scan_files, tmp_path, 3, 4)
+        embed(PerceptualHash(8, 4), [], tmp_path)
+
+
+def test_subset_keeps_whole_shards_mapped_and_copies_only_the_others():
+    vectors = np.random.default_rng(1).normal(size=(7, 4))
+    whole = EmbeddingSet.from_array([str(i) for i in range(7)], vectors)
+    split = EmbeddingSet([str(i) for i in range(7)], [whole.shards[0][:3], whole.shards[0][3:5], whole.shards[0][5:]])
+    part = split.subset([0, 1, 2, 4, 6])
+    assert part.ids == ["0", "1", "2", "4", "6"] and [len(shard) for shard in part.shards] == [3, 1, 1]
+    assert part.shards[0] is split.shards[0]  # a wholly kept shard is not copied
+    np.testing.assert_array_equal(part.rows(range(5)), whole.rows([0, 1, 2, 4, 6]))
+    with pytest.raises(ValueError, match="sorted and distinct"):
+        split.subset([2, 1])
+
+
+def test_vector_keys_match_identical_vectors_only():
+    from medexp.images.store import vector_keys
+
+    rows = np.array([[1.0, 0.0, 0.0], [1.0, -0.0, 0.0], [1.0, 1e-3, 0.0], [0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    keys = vector_keys(EmbeddingSet([str(i) for i in range(5)], [rows.astype(np.float16)]))
+    assert keys[0] == keys[1] == keys[4]  # -0.0 is the same vector as 0.0
+    assert len({keys[0], keys[2], keys[3]}) == 3  # one float16 step apart is another vector

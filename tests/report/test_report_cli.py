@@ -52,11 +52,11 @@ def store(tracking_uri, tmp_path):
         log_cell(tracker, model, "demo", "exch_rank", "order_hash", {"p_value": p_hash, "flag": 0.0})
     image_params = {"detector.sweep_alphas": "[0.001, 0.01, 0.1]", "detector.embedder.name": "phash"}
     log_cell(tracker, "demo_leaky", "demo", IMAGE_NN, "none",
-             {"p_value": 5e-61, "flag": 1.0, "flag_rate": 0.255, "tau_alpha": 0.01, "n_flagged": 102.0,
-              "n_examples": 400.0}, params={**image_params, "control.kind": "none"},
+             {"p_value": 5e-61, "flag": 1.0, "image_flag_rate": 0.255, "tau_alpha": 0.01, "n_images_flagged": 102.0,
+              "n_images": 400.0}, params={**image_params, "control.kind": "none"},
              files={"alpha_sweep.parquet": SWEEP})
     log_cell(tracker, "demo_leaky", "demo", IMAGE_NN, "negative_demo_ood",
-             {"p_value": 1.0, "flag": 0.0, "flag_rate": 0.0, "tau_alpha": 0.01, "n_flagged": 0.0, "n_examples": 300.0},
+             {"p_value": 1.0, "flag": 0.0, "image_flag_rate": 0.0, "tau_alpha": 0.01, "n_images_flagged": 0.0, "n_images": 300.0},
              params={**image_params, "control.kind": "negative_images", "control.images.name": "demo_ood"},
              files={"alpha_sweep.parquet": SWEEP.assign(n_flagged=0, flag_rate=0.0, p_value=1.0)})
     log_cell(tracker, "demo_leaky", "demo", "topk_jaccard", "none", {"p_value": 1e-19, "flag": 1.0},

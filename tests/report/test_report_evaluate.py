@@ -68,7 +68,7 @@ RUNS = [
     tracked("blip2", "slake", "exch_rank", "none", {"p_value": 0.31, "flag": 0.0}),
     tracked("instructblip", "slake", "exch_rank", "none", {"p_value": 0.97, "flag": 0.0}),
     tracked("llava", "slake", "exch_rank", "none", {}, status="FAILED", error="OSError: no such checkpoint"),
-    tracked("m", "slake", "image_nn-b16", "none", {"p_value": 1e-9, "flag_rate": math.nan}),
+    tracked("m", "slake", "image_nn-b16", "none", {"p_value": 1e-9, "image_flag_rate": math.nan}),
 ]
 
 
@@ -155,8 +155,8 @@ def test_a_cell_lacking_a_value_or_holding_nan_is_no_evidence():
     (missing,) = lacking.items[0].missing
     assert missing.cell_key == "model=qwen,bench=slake,detector=exch_rank,control=none"
     assert missing.reason == f"run {RUNS[0].run_id} has no value for baseline_blip2_flag"
-    nan = evaluate_claim(claim(evidence("y", "flag_rate < 0.01", detector="image_nn-b16")), index)
-    assert nan.outcome is Outcome.no_evidence and "flag_rate" in nan.items[0].missing[0].reason
+    nan = evaluate_claim(claim(evidence("y", "image_flag_rate < 0.01", detector="image_nn-b16")), index)
+    assert nan.outcome is Outcome.no_evidence and "image_flag_rate" in nan.items[0].missing[0].reason
 
 
 def test_a_wildcard_axis_needs_at_least_one_run_and_reads_every_match():

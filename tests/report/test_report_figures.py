@@ -37,10 +37,10 @@ def test_exchangeability_heatmap_marks_p_below_001_per_family_under_release_orde
 
 
 def test_image_flag_rates_label_negative_controls_by_their_image_set():
-    image = {"tau_alpha": 0.01, "n_examples": 1000.0}
+    image = {"tau_alpha": 0.01, "n_images": 1000.0}
     index = CellIndex.from_runs([
-        tracked("m", "slake", "image_nn-b16", "none", {**image, "flag_rate": 0.198, "n_flagged": 198.0}),
-        tracked("m", "slake", "image_nn-b16", "negative_wikiart", {**image, "flag_rate": 0.0, "n_flagged": 0.0},
+        tracked("m", "slake", "image_nn-b16", "none", {**image, "image_flag_rate": 0.198, "n_images_flagged": 198.0}),
+        tracked("m", "slake", "image_nn-b16", "negative_wikiart", {**image, "image_flag_rate": 0.0, "n_images_flagged": 0.0},
                 params={"control.kind": "negative_images", "control.images.name": "wikiart"}),
     ])
     figure = image_flag_rates(index)
@@ -55,7 +55,7 @@ def test_sweep_pair_and_confound_figures_follow_their_tables_and_metrics():
     sweep = pd.DataFrame({"alpha": [0.001, 0.1], "flag_rate": [0.1, 0.3], "p_value": [1e-5, 1e-9]})
     pairs = pd.DataFrame({"model_a": ["a"], "model_b": ["b"], "intersection": [25], "k": [25], "jaccard": [1.0]})
     runs = [
-        tracked("m", "slake", "image_nn-b16", "none", {"flag_rate": 0.2, "tau_alpha": 0.01}, run_id="image"),
+        tracked("m", "slake", "image_nn-b16", "none", {"image_flag_rate": 0.2, "tau_alpha": 0.01}, run_id="image"),
         tracked("a", "slake", "topk_jaccard", "none", {"p_value": 1e-6}, run_id="pairs"),
         tracked("probe", "synthetic", "composition_sweep", "synthetic",
                 {f"false_positive_flag_prob_{k}": float(k >= 2) for k in range(5)}),

@@ -65,7 +65,25 @@ def test_finished_cells_are_reused_only_with_identical_settings(cfg_for, monkeyp
     client = MlflowClient(cfg_for().tracking.uri)
     run = client.get_run(first.run_id)
     assert run.data.params["detector.permutations"] == "250"
+    assert "medexp.warnings" not in run.data.tags and "WARNING" not in first.summary()  # no warning: no tag
     assert sorted(a.path for a in client.list_artifacts(first.run_id)) == ["config.yaml", "per_example.parquet"]
+
+
+def test_a_detectors_warnings_are_logged_tagged_and_printed(cfg_for, monkeypatch, caplog):
+    def evaluate(cfg, seed, inputs):
+        result = _fake_result(0.25)
+        result.warnings.extend(["tau = 0 is degenerate", "second warning"])
+        return dict(result.metrics), result
+
+    monkeypatch.setattr(runner, "evaluate", evaluate)
+    with caplog.at_level("WARNING", logger="medexp"):
+        outcome = runner.run_cell(cfg_for())
+    assert outcome.status == "FINISHED" and outcome.warnings == ("tau = 0 is degenerate", "second warning")
+    assert outcome.summary().endswith("\n  WARNING: tau = 0 is degenerate\n  WARNING: second warning")
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        f"cell {outcome.cell_key}: tau = 0 is degenerate", f"cell {outcome.cell_key}: second warning"]
+    tags = MlflowClient(cfg_for().tracking.uri).get_run(outcome.run_id).data.tags
+    assert tags["medexp.warnings"] == "tau = 0 is degenerate\nsecond warning"
 
 
 @pytest.mark.parametrize("error", [ValueError("bad scores"), KeyboardInterrupt()])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Dict, List, Optional
 
@@ -97,6 +97,9 @@ class BenchConfig:
     # A set of images, not questions (a negative control's image set, a local reference corpus): rows
     # may leave question and answer empty but need an image (format local).
     image_only: bool = False
+    # The splits experiment=split_overlap checks this split's images against (corpus=bench_split):
+    # the training split, and the validation split where the release has one.
+    overlap_splits: List[str] = field(default_factory=lambda: ["train"])
     # Read only the first N rows of the split in released order; rows skipped for a bad image
     # count toward N (the audit's "first 5,000 rows, one corrupt image dropped" gives 4,999).
     max_examples: Optional[int] = at_least(None, 1)

@@ -40,9 +40,9 @@ class OpenClipEmbedderConfig(EmbedderBase):
 
 @dataclass
 class PHashEmbedderConfig(EmbedderBase):
-    """DCT perceptual hash as a +-1 vector: no weights; cosine distance = 2 Hamming / bits."""
+    """``imagehash.phash`` as a +-1 vector: no weights; cosine distance = 2 Hamming / bits."""
 
-    hash_size: int = at_least(32, 2)  # hash_size^2 - 1 bits: the lowest DCT frequencies, DC dropped
+    hash_size: int = at_least(32, 2)  # hash_size^2 bits: the lowest DCT frequencies
     highfreq_factor: int = at_least(4, 1)  # images are reduced to hash_size * highfreq_factor pixels a side
     batch_size: int = at_least(256, 1)
 
