@@ -54,6 +54,7 @@ class RefinedTest:
 def refine_run(run_id: str, n_permutations: int = DEFAULT_PERMUTATIONS, tracking_uri: str | None = None) -> RefinedTest:
     """Refine the exch_rank p-value of a tracked run and log the refined metrics to it."""
     import numpy as np
+    from omegaconf import OmegaConf
 
     from medexp.config import project_root
     from medexp.config.schemas import TrackingConfig
@@ -63,7 +64,7 @@ def refine_run(run_id: str, n_permutations: int = DEFAULT_PERMUTATIONS, tracking
 
     if n_permutations < 1:
         raise ValueError(f"--permutations must be >= 1, got {n_permutations}")
-    tracker = Tracker(TrackingConfig(uri=tracking_uri), project_root())
+    tracker = Tracker(OmegaConf.structured(TrackingConfig(uri=tracking_uri)), project_root())
     run = tracker.get_run(run_id)
     if run.status != "FINISHED":
         raise ValueError(f"run {run_id} is {run.status}, not FINISHED; refine only finished cells")

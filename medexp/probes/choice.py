@@ -32,11 +32,11 @@ from medexp.hashing import derive_seed
 from medexp.probes.base import LETTERS, Probe
 from medexp.probes.options import normalise
 from medexp.probes.sets import ProbeSet
+from medexp.probes.wording import DEFAULT_REFUSAL
 
 ORIGINAL = "original"
 OPTION_SHUFFLE = "option_shuffle"
 TEXT_ONLY = "text_only"
-DEFAULT_REFUSAL = "I don't know"
 EXAMPLE_META = "example_meta"  # Probe.meta key holding the example's scalar meta fields (strata)
 
 

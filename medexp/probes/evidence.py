@@ -37,7 +37,6 @@ from medexp.benchmarks.roi import roi_boxes, select_boxes
 from medexp.hashing import derive_seed
 from medexp.probes.base import Probe
 from medexp.probes.images import (
-    BLUR_SIGMAS,
     blur,
     keep_regions,
     mask_regions,
@@ -55,8 +54,8 @@ from medexp.probes.options import (
 )
 from medexp.probes.sets import ProbeSet
 from medexp.probes.tiers import check_tier, risk_tier
+from medexp.probes.wording import BLUR_SIGMAS, EVIDENCE_KINDS
 
-EVIDENCE_KINDS = ("original", "roi_masked", "roi_only", "lr_flip", "blur", "no_image")
 NO_IMAGE = "no_image"
 GOLD_AFTER_FLIP = "gold_after_lr_flip"
 _SIDE = re.compile(r"\b(left|right)\b", re.IGNORECASE)

@@ -36,7 +36,6 @@ from typing import Sequence
 from medexp.benchmarks.roi import box_pixels
 
 GREY = 128
-BLUR_SIGMAS: tuple[int, ...] = (0, 2, 4, 8, 16, 32, 64)
 _KEPT_MODES = ("L", "RGB")
 PixelBox = tuple[int, int, int, int]  # left, top, right, bottom (right and bottom exclusive)
 

@@ -19,7 +19,6 @@ identical), or that shares no keyword with it, is skipped with its reason and co
 
 from __future__ import annotations
 
-import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,11 +29,10 @@ from medexp.probes.base import Probe
 from medexp.probes.choice import EXAMPLE_META, example_meta
 from medexp.probes.keywords import KeywordSource, word_spans, words
 from medexp.probes.sets import ProbeSet
+from medexp.probes.wording import DEFAULT_MASK, DEFAULT_TEMPLATE, check_template
 
 SLOT_MASK = "slot_mask"
 BACK_TRANSLATION = "back_translation"
-DEFAULT_MASK = "[MASK]"
-DEFAULT_TEMPLATE = 'In this text one word is replaced by {mask}: "{text}"\nWhich word is missing?'
 
 
 @dataclass(frozen=True)
@@ -45,19 +43,6 @@ class SlotSettings:
 
     def __post_init__(self) -> None:
         check_template(self.template, self.mask)
-
-
-def check_template(template: str, mask: str) -> None:
-    """The template names ``{text}`` (and optionally ``{mask}``), the mask token is not blank."""
-    if not str(mask).strip():
-        raise ValueError("the mask token is empty")
-    try:
-        fields = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
-    except ValueError as error:
-        raise ValueError(f"slot template {template!r}: {error} (write a literal brace as '{{{{')") from None
-    if "text" not in fields or fields - {"text", "mask"}:
-        raise ValueError(f"slot template must name {{text}} and may name {{mask}}, nothing else; got {sorted(fields)} "
-                         f"in {template!r}")
 
 
 def mask_word(text: str, word: str, mask: str = DEFAULT_MASK) -> tuple[str, str, int]:

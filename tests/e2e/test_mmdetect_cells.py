@@ -19,10 +19,10 @@ from mlflow.tracking import MlflowClient
 
 from medexp.config import compose
 from medexp.probes.base import LETTERS
-from medexp.probes.slots import DEFAULT_MASK
+from medexp.probes.wording import DEFAULT_MASK
 from medexp.runner import run_cell
 from tests.answers.conftest import write_png
-from tests.answers.server import ChatServer, option_texts, prompt_text
+from tests.answers.server import ChatServer, option_texts
 
 N_EXAMPLES = 40
 ANSWERS = ["pneumonia", "pleural effusion", "cardiomegaly", "normal", "fracture", "nodule"]

@@ -85,7 +85,9 @@ def test_parent_run_is_found_by_its_sweep_dir_and_an_aborted_sweep_ends_killed(t
     callback._end_aborted()  # what runs at exit when the launcher raised and Hydra skipped on_multirun_end
     parent = tracker.get_run(parent_id)
     assert parent.status == "KILLED"
-    assert parent.metrics == {"n_cells": 2.0, "n_computed": 1.0, "n_reused": 0.0, "n_failed": 0.0, "n_lost": 1.0, "n_reconciled": 0.0}
+    # n_reconciled: the first sweep's parent run, left RUNNING, ended KILLED when this one started
+    assert parent.metrics == {"n_cells": 2.0, "n_computed": 1.0, "n_reused": 0.0, "n_failed": 0.0, "n_lost": 1.0,
+                              "n_reconciled": 1.0}
     assert "stopped before" in parent.tags["medexp.error"]
     callback._end_aborted()  # a second call (the real atexit one) changes nothing
     assert tracker.get_run(parent_id).status == "KILLED"

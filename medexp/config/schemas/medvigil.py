@@ -11,9 +11,7 @@ from typing import Dict, List, Optional
 from medexp.config.ranges import at_least
 from medexp.config.schemas.answers import AnswerConfig
 from medexp.config.schemas.detector import DetectorBase
-from medexp.probes.evidence import EVIDENCE_KINDS, EvidenceSettings
-from medexp.probes.images import BLUR_SIGMAS
-from medexp.probes.tiers import check_tier
+from medexp.probes.wording import BLUR_SIGMAS, EVIDENCE_KINDS
 
 
 @dataclass
@@ -37,6 +35,9 @@ class MedvigilConfig(DetectorBase):
 
     @staticmethod
     def check_values(node, path: str) -> str | None:
+        from medexp.probes.evidence import EvidenceSettings
+        from medexp.probes.tiers import check_tier
+
         try:
             EvidenceSettings(seed=0, store=Path("."), kinds=tuple(node.kinds), sigmas=tuple(node.sigmas))
         except ValueError as error:

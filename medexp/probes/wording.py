@@ -1,0 +1,25 @@
+"""Names and default wordings of probes, and the check of a slot template: plain values with no
+numerical imports, so that the detector schemas can name them while ``import medexp`` stays light."""
+
+from __future__ import annotations
+
+import string
+
+EVIDENCE_KINDS = ("original", "roi_masked", "roi_only", "lr_flip", "blur", "no_image")  # MedVIGIL's image families
+BLUR_SIGMAS: tuple[int, ...] = (0, 2, 4, 8, 16, 32, 64)  # the blur sweep, Gaussian std in pixels
+DEFAULT_REFUSAL = "I don't know"  # the refusal option a text-only probe adds
+DEFAULT_MASK = "[MASK]"
+DEFAULT_TEMPLATE = 'In this text one word is replaced by {mask}: "{text}"\nWhich word is missing?'
+
+
+def check_template(template: str, mask: str) -> None:
+    """The template names ``{text}`` (and optionally ``{mask}``), the mask token is not blank."""
+    if not str(mask).strip():
+        raise ValueError("the mask token is empty")
+    try:
+        fields = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    except ValueError as error:
+        raise ValueError(f"slot template {template!r}: {error} (write a literal brace as '{{{{')") from None
+    if "text" not in fields or fields - {"text", "mask"}:
+        raise ValueError(f"slot template must name {{text}} and may name {{mask}}, nothing else; got {sorted(fields)} "
+                         f"in {template!r}")
