@@ -87,7 +87,8 @@ def test_failed_cell_is_reported_and_only_it_is_recomputed_on_a_rerun(common, de
         "  sweeper:\n"
         "    grid:\n"
         "      - {model: [demo_clean, demo_leaky], bench: demo}\n"
-        f"      - {{model: demo_leaky, bench: local, bench.root: '{local_root}'}}\n",
+        # the images are a symlink to the demo's folder, outside the bench root
+        f"      - {{model: demo_leaky, bench: local, bench.root: '{local_root}', bench.allow_outside_root: true}}\n",
     )
     sweep = ("experiment=resume", searchpath, f"hydra.sweep.dir={tmp_path / 'sweep'}", *common)
     failing_key = "model=demo_leaky,bench=local,detector=exch_rank,control=none"
