@@ -32,6 +32,7 @@ def statuses(markdown: str) -> dict[str, str]:
     return {claim.replace("\\_", "_"): status for claim, status in re.findall(r"^### (\S+): (.+)$", markdown, re.M)}
 
 
+@pytest.mark.long
 def test_demo_grid_with_joblib_then_the_report(demo_cache, tracking_uri, tmp_path):
     sweep = run_medexp("-m", "experiment=demo_grid", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
                        f"hydra.sweep.dir={tmp_path / 'sweep'}", f"paths.cache_dir={demo_cache}",

@@ -18,7 +18,7 @@ from mlflow.tracking import MlflowClient
 from tests.conftest import run_medexp
 from tests.train.tiny import SMALL_ARCHITECTURE, write_config_dir
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 
 def _runs(result, uri) -> dict[tuple[str, str], object]:

@@ -136,6 +136,7 @@ def uninterrupted(demo_cache, tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
 def test_a_signal_mid_scoring_then_a_rerun_equals_an_uninterrupted_run(demo_cache, uninterrupted, tmp_path, signum):
     reference, reference_uri = uninterrupted
@@ -175,6 +176,7 @@ SYNTHETIC_CELL = ["model=synthetic", "model.name=high_gain_a", "bench=synthetic"
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("n_processes", [2, 8])
 def test_processes_started_together_on_a_fresh_store_compute_a_cell_once(tmp_path, n_processes):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
