@@ -54,8 +54,12 @@ def model_weights(cfg, cache_dir: str | Path) -> dict[str, str | None]:
     from medexp.config import model_config
     from medexp.models import weights_fingerprint
 
+    from medexp.config.schemas import ControlKind
+
     configs = {str(cfg.model.name): cfg.model}
-    for name in [*cfg.detector.get("cohort", []), *cfg.detector.get("reference_models", []),
-                 *cfg.control.get("baselines", [])]:
+    # Under control=synthetic the cohort is the calibration model's members, which have no weights:
+    # the cohort's demo models are never read, so they are neither built nor fingerprinted.
+    cohort = [] if ControlKind(cfg.control.kind) is ControlKind.synthetic else cfg.detector.get("cohort", [])
+    for name in [*cohort, *cfg.detector.get("reference_models", []), *cfg.control.get("baselines", [])]:
         configs.setdefault(str(name), model_config(str(name)))
     return {name: weights_fingerprint(model_cfg, cache_dir) for name, model_cfg in sorted(configs.items())}

@@ -110,8 +110,10 @@ def test_left_padded_qformer_input_would_change_the_score(scorer, tiny):
         alone = scorer.model(**processor(text=prompts[:1], images=images[:1], return_tensors="pt")).logits[0]
         shifted = scorer.model(**left).logits[0, : alone.shape[0]]
         kept = scorer.model(**right).logits[0, : alone.shape[0]]
-    assert torch.allclose(kept, alone, atol=tb.ATOL)
-    assert (shifted - alone).abs().max() > 1e-3
+    # A batch of two runs other float32 kernels than one example alone: kept and alone agree to
+    # float rounding (seen up to ~1e-5 in a full suite run), the left-padded input is off by far more.
+    assert torch.allclose(kept, alone, atol=1e-4)
+    assert (shifted - alone).abs().max() > 1e-2
 
 
 def test_image_changes_the_score(scorer, tiny):
