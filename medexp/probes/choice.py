@@ -24,7 +24,7 @@ example, never silently dropped.
 from __future__ import annotations
 
 from typing import Any
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -107,19 +107,27 @@ def shuffled_probe(example, seed: int, variant: int) -> Probe:
     )
 
 
+def collect_probes(items: Iterable, make: Callable[[Any], list[Probe]], skip_id: Callable[[Any], str]) -> ProbeSet:
+    """``make(item)``'s probes for every item, in item order; an item whose probes cannot all be
+    made (:class:`NoChoice`) gives none and is skipped under ``skip_id(item)`` with the reason."""
+    out = ProbeSet()
+    for item in items:
+        try:
+            made = make(item)
+        except NoChoice as error:
+            out.skipped.append((skip_id(item), str(error)))
+            continue
+        out.probes.extend(made)
+    return out
+
+
 def option_order_probes(examples: Iterable, seed: int, n_variants: int = 1) -> ProbeSet:
     """Per example its original probe, then its ``n_variants`` shuffles (example order kept)."""
     if n_variants < 1:
         raise ValueError(f"n_variants must be >= 1, got {n_variants}")
-    out = ProbeSet()
-    for example in examples:
-        try:
-            made = [original_probe(example)] + [shuffled_probe(example, seed, v) for v in range(n_variants)]
-        except NoChoice as error:
-            out.skipped.append((f"{example.example_id}::{OPTION_SHUFFLE}", str(error)))
-            continue
-        out.probes.extend(made)
-    return out
+    return collect_probes(
+        examples, lambda example: [original_probe(example)] + [shuffled_probe(example, seed, v) for v in range(n_variants)],
+        lambda example: f"{example.example_id}::{OPTION_SHUFFLE}")
 
 
 def text_only_probe(example, refusal: str = DEFAULT_REFUSAL) -> Probe:
@@ -146,12 +154,5 @@ def text_only_probe(example, refusal: str = DEFAULT_REFUSAL) -> Probe:
 def text_only_probes(examples: Iterable, refusal: str = DEFAULT_REFUSAL) -> ProbeSet:
     """Per example its ``original`` probe (the with-image arm) and its ``text_only`` probe; an
     example that cannot give both is skipped with its reason."""
-    out = ProbeSet()
-    for example in examples:
-        try:
-            made = [original_probe(example), text_only_probe(example, refusal)]
-        except NoChoice as error:
-            out.skipped.append((f"{example.example_id}::{TEXT_ONLY}", str(error)))
-            continue
-        out.probes.extend(made)
-    return out
+    return collect_probes(examples, lambda example: [original_probe(example), text_only_probe(example, refusal)],
+                          lambda example: f"{example.example_id}::{TEXT_ONLY}")

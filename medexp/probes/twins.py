@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 from medexp.benchmarks.base import Example
 from medexp.probes.base import Probe
-from medexp.probes.choice import EXAMPLE_META, ORIGINAL, NoChoice, example_meta, original_probe
+from medexp.probes.choice import EXAMPLE_META, ORIGINAL, NoChoice, collect_probes, example_meta, original_probe
 from medexp.probes.sets import ProbeSet
 
 PERTURBED_TWIN = "perturbed_twin"
@@ -47,12 +47,5 @@ def twin_probe(original: Example, twin: Example) -> Probe:
 
 def twin_probes(pairs: Iterable[tuple[Example, Example]]) -> ProbeSet:
     """Per pair its ``original`` and ``perturbed_twin`` probes (pair order kept)."""
-    out = ProbeSet()
-    for original, twin in pairs:
-        try:
-            made = [question_probe(original), twin_probe(original, twin)]
-        except NoChoice as error:
-            out.skipped.append((f"{original.example_id}::{PERTURBED_TWIN}", str(error)))
-            continue
-        out.probes.extend(made)
-    return out
+    return collect_probes(pairs, lambda pair: [question_probe(pair[0]), twin_probe(*pair)],
+                          lambda pair: f"{pair[0].example_id}::{PERTURBED_TWIN}")
