@@ -6,9 +6,11 @@
 # lock-constraints.txt caps them at the newest releases the project's machines install (torch
 # 2.14.1, torchvision 0.29.1), so that the lock installs there. The demo models train differently
 # under another torch: after raising the caps, rerun the demo and update the README's figures.
+# By default the pins already in the lock are kept (a new dependency is added beside them);
+# `scripts/lock.sh --upgrade` moves every pin to the newest release the constraints allow.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 uv pip compile pyproject.toml --extra test --extra joblib --extra slurm \
   --python-platform x86_64-unknown-linux-gnu --python-version 3.11 --generate-hashes \
   --constraint scripts/lock-constraints.txt --custom-compile-command scripts/lock.sh \
-  --upgrade -o requirements.lock
+  "$@" -o requirements.lock
