@@ -4,6 +4,10 @@ Every record is one draw of a random process (content type, answer type, templat
 so the released order carries no content structure. ``write_benchmark`` stores a test, a train and
 a held-out split in the generic ``local`` format (``<root>/<split>.jsonl`` plus ``images/``). No
 demo model trains on the held-out split: it holds the non-members of the membership detectors.
+Every record also carries the forms of :mod:`medexp.demo.variants` (multiple-choice options in a
+canonical order, a paraphrase, MedVIGIL's text variants, regions of interest), and the test split
+has a perturbed twin, ``test_twin.jsonl``: the same ids and questions over scans with one
+attribute changed so that the answer changes.
 """
 
 from __future__ import annotations
@@ -18,11 +22,17 @@ import numpy as np
 from medexp.demo.directory import build_once
 from medexp.demo.scans import MAX_LESIONS, MODALITIES, ORGANS, SIDES, ScanSpec, png_bytes, render_scan
 
-GENERATOR_VERSION = "demo-bench-v1"
+GENERATOR_VERSION = "demo-bench-v2"  # v2: options, paraphrases, text variants, regions, the test twin
 IMAGE_SIZE = 96
 CONTENT_TYPES: tuple[str, ...] = ("Modality", "Organ", "Abnormality", "Position", "Quantity")
 FILE_KEYS: tuple[str, ...] = (
-    "id", "image", "question", "answer", "answer_type", "content_type", "modality", "organ"
+    "id", "image", "question", "answer", "options", "answer_type", "content_type", "modality", "organ", "rule",
+    "paraphrase", "variants", "roi_boxes", "gold_after_lr_flip", "text_prior_free",
+)
+TWIN_SPLIT = "test_twin"  # the perturbed twin of the test split: same ids and questions, changed scans
+TWIN_KEYS: tuple[str, ...] = (
+    "id", "image", "question", "answer", "options", "answer_type", "content_type", "modality", "organ", "rule",
+    "perturbation", "original_answer",
 )
 
 _CONTENT_WEIGHTS = (0.18, 0.20, 0.27, 0.15, 0.20)
@@ -139,7 +149,8 @@ _HIDES_ORGAN = {"organ", "organ_is", "lesion_organ"}
 
 
 def generate_records(n: int, seed: int, split: str) -> list[dict[str, Any]]:
-    """Draw ``n`` VQA records in release order; each carries its scan spec under ``"scan"``."""
+    """Draw ``n`` VQA records in release order; each carries its scan spec under ``"scan"`` and
+    what was drawn (rule, template, slots, candidate) under ``"draw"``."""
     rng = np.random.default_rng(seed)
     return [_draw_record(rng, split, k) for k in range(n)]
 
@@ -155,7 +166,7 @@ def write_benchmark(
     """
     counts = {"test": n_test, "train": n_train, "heldout": n_heldout}
     identity = {"generator": GENERATOR_VERSION, "seed": seed, "counts": counts, "image_size": IMAGE_SIZE}
-    return build_once(Path(root), identity, sum(counts.values()), lambda tmp: _write_into(tmp, seed, counts))
+    return build_once(Path(root), identity, None, lambda tmp: _write_into(tmp, seed, counts))
 
 
 def split_seeds(seed: int) -> dict[str, int]:
@@ -170,16 +181,44 @@ def split_seeds(seed: int) -> dict[str, int]:
 
 
 def _write_into(directory: Path, seed: int, counts: dict[str, int]) -> None:
+    from medexp.demo.scans import draw_scan
+    from medexp.demo.variants import enrich, side_stream
+
     images = directory / "images"
     images.mkdir(parents=True)
     for split, sub_seed in split_seeds(seed).items():
-        lines = []
-        for record in generate_records(counts[split], sub_seed, split):
-            image = render_scan(ScanSpec(**record["scan"]), IMAGE_SIZE)
+        lines, twins = [], []
+        for k, record in enumerate(generate_records(counts[split], sub_seed, split)):
+            image, layout = draw_scan(ScanSpec(**record["scan"]), IMAGE_SIZE)
             (directory / record["image"]).write_bytes(png_bytes(image))
-            row = {key: record[key] for key in FILE_KEYS}
-            lines.append(json.dumps(row, sort_keys=False, ensure_ascii=False) + "\n")
+            rng = side_stream(sub_seed, k)
+            draw = record["draw"]
+            row = enrich(record, draw, layout, IMAGE_SIZE, _TEMPLATES[draw["key"]], rng)
+            lines.append(json.dumps({key: row[key] for key in FILE_KEYS}, ensure_ascii=False) + "\n")
+            if split == "test":
+                twin = _twin(directory, row, draw, rng)
+                if twin is not None:
+                    twins.append(json.dumps(twin, ensure_ascii=False) + "\n")
         (directory / f"{split}.jsonl").write_bytes("".join(lines).encode("utf-8"))
+        if split == "test":
+            (directory / f"{TWIN_SPLIT}.jsonl").write_bytes("".join(twins).encode("utf-8"))
+
+
+def _twin(directory: Path, row: dict[str, Any], draw: dict[str, Any], rng: np.random.Generator):
+    """The perturbed twin of a test row (image written), or None when no single change of the
+    scan gives another answer among the row's options."""
+    from medexp.demo.variants import twin_spec
+
+    spec = ScanSpec(**row["scan"])
+    found = twin_spec(draw["rule"], spec, draw["candidate"], row["options"], rng, _ORGANS_FOR)
+    if found is None:
+        return None
+    new, what = found
+    image = f"images/{TWIN_SPLIT}_{row['id']}.png"
+    (directory / image).write_bytes(png_bytes(render_scan(new, IMAGE_SIZE)))
+    twin = {**row, "image": image, "answer": answer_of(draw["rule"], new, draw["candidate"]),
+            "modality": new.modality, "organ": new.organ, "perturbation": what, "original_answer": row["answer"]}
+    return {key: twin[key] for key in TWIN_KEYS}
 
 
 def _draw_record(rng: np.random.Generator, split: str, k: int) -> dict[str, Any]:
@@ -194,16 +233,19 @@ def _draw_record(rng: np.random.Generator, split: str, k: int) -> dict[str, Any]
     rule, template = choices[int(rng.integers(len(choices)))]
     spec = _draw_spec(rng, needs_lesion=rule in _NEEDS_LESION)
     slots, candidate = _fill_slots(rng, rule, spec)
+    key = (content, answer_type, rule)
     return {
         "id": f"{k:05d}",  # the loader prefixes "<bench>::<split>::"
         "image": f"images/{split}_{k:05d}.png",
         "question": template.format(**slots),
-        "answer": _answer(rule, spec, candidate),
+        "answer": answer_of(rule, spec, candidate),
         "answer_type": answer_type,
         "content_type": content,
         "modality": spec.modality,
         "organ": spec.organ,
         "scan": asdict(spec),
+        "draw": {"rule": rule, "key": key, "template": _TEMPLATES[key].index(template), "slots": slots,
+                 "candidate": candidate},
     }
 
 
@@ -274,7 +316,8 @@ def _descriptor(rng: np.random.Generator, spec: ScanSpec, hide_organ: bool) -> s
     return f"{_choice(rng, ('transverse', 'longitudinal', 'oblique', 'bedside'))} ultrasound"
 
 
-def _answer(rule: str, spec: ScanSpec, candidate: Any) -> str:
+def answer_of(rule: str, spec: ScanSpec, candidate: Any) -> str:
+    """The answer ``rule`` gives about a scan (``candidate``: what a CLOSED question asks about)."""
     yes_no = {True: "yes", False: "no"}
     if rule == "modality":
         return spec.modality

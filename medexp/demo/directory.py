@@ -20,12 +20,15 @@ MANIFEST = "manifest.json"
 _DEMO_PREFIX = "demo-"  # every demo generator version starts with it
 
 
-def build_once(root: Path, identity: dict[str, Any], n_images: int, write_into: Callable[[Path], None]) -> Path:
+def build_once(
+    root: Path, identity: dict[str, Any], n_images: int | None, write_into: Callable[[Path], None]
+) -> Path:
     """Run ``write_into(tmp_dir)`` unless ``root`` already holds this data set; return ``root``.
 
     ``identity`` must contain ``generator`` (a version string starting with ``demo-``) and every
     setting that changes the output; ``n_images`` is the number of files ``images/`` (and its
-    sub-folders) must hold.
+    sub-folders) must hold; None when only the generator knows it: the count found after writing
+    is recorded in the manifest and checked later.
     """
     root = Path(root)
     if not str(identity.get("generator", "")).startswith(_DEMO_PREFIX):
@@ -41,7 +44,8 @@ def build_once(root: Path, identity: dict[str, Any], n_images: int, write_into: 
         tmp.mkdir()
         write_into(tmp)
         digests = {path.name: _sha256(path) for path in sorted(tmp.glob("*.jsonl"))}
-        text = json.dumps({**identity, "sha256": digests}, indent=2, sort_keys=True) + "\n"
+        written = _count_images(tmp)
+        text = json.dumps({**identity, "sha256": digests, "images": written}, indent=2, sort_keys=True) + "\n"
         (tmp / MANIFEST).write_text(text, encoding="utf-8")  # written last: marks it finished
         try:
             os.rename(tmp, root)
@@ -69,7 +73,13 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _is_complete(root: Path, identity: dict[str, Any], n_images: int) -> bool:
+def _count_images(root: Path) -> int:
+    # images/ may hold class folders (the image_folder layout): every file below it counts
+    images = root / "images"
+    return sum(1 for path in images.rglob("*") if path.is_file()) if images.is_dir() else -1
+
+
+def _is_complete(root: Path, identity: dict[str, Any], n_images: int | None) -> bool:
     manifest = read_manifest(root)
     if manifest is None or any(manifest.get(key) != value for key, value in identity.items()):
         return False
@@ -80,9 +90,8 @@ def _is_complete(root: Path, identity: dict[str, Any], n_images: int) -> bool:
         path = root / name
         if not path.is_file() or _sha256(path) != digest:
             return False
-    images = root / "images"
-    # images/ may hold class folders (the image_folder layout): every file below it counts
-    return images.is_dir() and sum(1 for path in images.rglob("*") if path.is_file()) == n_images
+    expected = manifest.get("images") if n_images is None else n_images
+    return expected is not None and _count_images(root) == expected
 
 
 def _remove_outdated(root: Path) -> None:

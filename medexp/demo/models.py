@@ -26,7 +26,7 @@ from medexp.hashing import stable_hash
 
 log = logging.getLogger(__name__)
 
-BUILDER_VERSION = "demo-llava-v1"
+BUILDER_VERSION = "demo-llava-v2"  # v2: multiple-choice samples in the training passes
 IMAGE_TOKEN = "<image>"
 SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", IMAGE_TOKEN, "<|user|>", "<|assistant|>", "<|end|>"]
 PATCH_SIZE = 8
@@ -97,13 +97,30 @@ def _split(demo_cfg, cache_dir, split: str):
     return load_local("demo", demo_benchmark_root(demo_cfg.bench, cache_dir), split).examples
 
 
+def choice_form(example):
+    """The example as the answering layer asks it in multiple-choice form (its options in their
+    released order, the default answer settings), answered by the gold's letter."""
+    from dataclasses import replace
+
+    from medexp.answers.prompt import render_prompt
+    from medexp.config.schemas import AnswerConfig
+    from medexp.probes.base import Probe, letter_of
+
+    letter = letter_of(example.options, example.answer)
+    probe = Probe(f"{example.example_id}::original", example.example_id, "original", example.question, letter,
+                  example.image, example.options)
+    return replace(example, question=render_prompt(probe, AnswerConfig()), answer=letter)
+
+
 def _passes(processor, examples, demo_cfg, epochs: int) -> list[_Sample]:
-    """``epochs`` passes over the examples, as VQA pairs and as text documents of neighbours.
+    """``epochs`` passes over the examples, as VQA pairs (open and multiple-choice, options in
+    their released order) and as text documents of neighbours.
 
     The document cut points shift with each pass, so every transition between neighbours is
     seen inside some document.
     """
     vqa = [_vqa_sample(processor, ex) for ex in examples]
+    vqa += [_vqa_sample(processor, choice_form(ex)) for ex in examples if ex.options]
     pool: list[_Sample] = []
     for epoch in range(epochs):
         pool += vqa + _documents(processor, examples, demo_cfg, offset=epoch)
@@ -159,6 +176,10 @@ def _documents(processor, examples, demo_cfg, offset: int) -> list[_Sample]:
 
 def _save(model, processor, out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
+    # Generation stops at the end of the assistant's turn, as the answers were trained to end.
+    tokenizer = processor.tokenizer
+    model.generation_config.eos_token_id = [tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|end|>")]
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(out_dir)
     processor.save_pretrained(out_dir)
 
@@ -168,6 +189,7 @@ def _build_processor(train_examples, demo_cfg):
     from transformers import CLIPImageProcessor, LlavaProcessor, PreTrainedTokenizerFast
 
     corpus = [ex.question for ex in train_examples] + [ex.answer for ex in train_examples]
+    corpus += [choice_form(ex).question for ex in train_examples if ex.options]
     corpus += [demo_cfg.document_template.format(question=ex.question, answer=ex.answer) for ex in train_examples]
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

@@ -57,8 +57,22 @@ class ScanSpec:
             raise ValueError("lesion_side and lesion_count must be None and 0 without a lesion")
 
 
+@dataclass(frozen=True)
+class ScanLayout:
+    """Where things are on a drawn scan, in pixels ``[x0, y0, x1, y1]`` (origin top-left, x right,
+    y down, exclusive ends): the organ's bounding box and each lesion blob's bounding box."""
+
+    organ_box: tuple[int, int, int, int]
+    lesion_boxes: tuple[tuple[int, int, int, int], ...]
+
+
 def render_scan(spec: ScanSpec, size: int = 96) -> Image.Image:
     """Draw ``spec`` as a ``size`` x ``size`` grayscale (mode "L") image."""
+    return draw_scan(spec, size)[0]
+
+
+def draw_scan(spec: ScanSpec, size: int = 96) -> tuple[Image.Image, ScanLayout]:
+    """Draw ``spec`` and say where its organ and lesions are (the demo's regions of interest)."""
     if size < 32:
         raise ValueError(f"size must be at least 32 pixels, got {size}")
     rng = np.random.default_rng(spec.seed)
@@ -67,13 +81,20 @@ def render_scan(spec: ScanSpec, size: int = 96) -> Image.Image:
     organ = _organ_mask(spec.organ, x, y, rng)
     painter = _PAINTERS[spec.modality]
     pixels, field, lesion_level = painter(x, y, organ, spec.organ, rng)
+    lesions = []
     if spec.lesion:
         for bx, by, radius in _place_blobs(spec, x, y, organ & field, rng):
             blob = (x - bx) * (x - bx) + (y - by) * (y - by) <= radius * radius
             grain = (rng.random((size, size)) - 0.5) * 0.04
             pixels = np.where(blob, lesion_level + grain, pixels)
+            lesions.append(_box(blob))
     levels = np.rint(np.clip(pixels, 0.0, 1.0) * 255.0).astype(np.uint8)
-    return Image.fromarray(levels)
+    return Image.fromarray(levels), ScanLayout(_box(organ), tuple(lesions))
+
+
+def _box(mask: np.ndarray) -> tuple[int, int, int, int]:
+    rows, cols = np.nonzero(mask)
+    return int(cols.min()), int(rows.min()), int(cols.max()) + 1, int(rows.max()) + 1
 
 
 def png_bytes(image: Image.Image) -> bytes:
