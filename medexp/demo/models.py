@@ -26,7 +26,7 @@ from medexp.hashing import stable_hash
 
 log = logging.getLogger(__name__)
 
-BUILDER_VERSION = "demo-llava-v2"  # v2: multiple-choice samples in the training passes
+BUILDER_VERSION = "demo-llava-v2"  # v2: generation stops at the end of the turn; the choice_form setting
 IMAGE_TOKEN = "<image>"
 SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", IMAGE_TOKEN, "<|user|>", "<|assistant|>", "<|end|>"]
 PATCH_SIZE = 8
@@ -113,14 +113,15 @@ def choice_form(example):
 
 
 def _passes(processor, examples, demo_cfg, epochs: int) -> list[_Sample]:
-    """``epochs`` passes over the examples, as VQA pairs (open and multiple-choice, options in
-    their released order) and as text documents of neighbours.
+    """``epochs`` passes over the examples, as VQA pairs (with ``choice_form``, also in
+    multiple-choice form, options in their released order) and as text documents of neighbours.
 
     The document cut points shift with each pass, so every transition between neighbours is
     seen inside some document.
     """
     vqa = [_vqa_sample(processor, ex) for ex in examples]
-    vqa += [_vqa_sample(processor, choice_form(ex)) for ex in examples if ex.options]
+    if demo_cfg.choice_form:
+        vqa += [_vqa_sample(processor, choice_form(ex)) for ex in examples if ex.options]
     pool: list[_Sample] = []
     for epoch in range(epochs):
         pool += vqa + _documents(processor, examples, demo_cfg, offset=epoch)
@@ -189,7 +190,8 @@ def _build_processor(train_examples, demo_cfg):
     from transformers import CLIPImageProcessor, LlavaProcessor, PreTrainedTokenizerFast
 
     corpus = [ex.question for ex in train_examples] + [ex.answer for ex in train_examples]
-    corpus += [choice_form(ex).question for ex in train_examples if ex.options]
+    if demo_cfg.choice_form:
+        corpus += [choice_form(ex).question for ex in train_examples if ex.options]
     corpus += [demo_cfg.document_template.format(question=ex.question, answer=ex.answer) for ex in train_examples]
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

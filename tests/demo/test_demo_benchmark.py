@@ -26,9 +26,14 @@ from medexp.demo.scans import MODALITIES, ORGANS, SIDES, ScanSpec, png_bytes, re
 SEED = 20261121
 SMALL = {"n_test": 40, "n_train": 60, "n_heldout": 30, "seed": SEED}
 # Pinned outputs: a change here means the released benchmark changed, so GENERATOR_VERSION must move.
-GOLDEN_SMALL_TEST_SHA256 = "c4f39da0be4ed5cbd6b8b3732eda71213b73788a9a3cee6e206f0dc11717b156"
-# Pinned before the heldout split existed: adding it must leave the train split's bytes alone too.
-GOLDEN_SMALL_TRAIN_SHA256 = "b9479d6e8e69cc7f2cc6024d6ea704812c25cdc7dc79d19ffc65651f590aa8c8"
+GOLDEN_SMALL_TEST_SHA256 = "3bceae3ff982b6a06dc34a091723f48bdbb66c6d8bd58c29ffaed09841bd2d9f"
+GOLDEN_SMALL_TRAIN_SHA256 = "509d839c60f362dc989bfb72f07453dfcc331bfd8ff6f2a65d457250ab340738"
+GOLDEN_SMALL_TWIN_SHA256 = "817f39d176ecb66ebd562c4c1d35601ddc535bf0d91285a5b5908a96feb0d9e0"
+# Generator v1's files (pinned before the heldout split existed): v2 added forms to every row and
+# must leave v1's fields byte-identical, so the open-form demo models and their figures hold.
+V1_KEYS = ("id", "image", "question", "answer", "answer_type", "content_type", "modality", "organ")
+GOLDEN_V1_TEST_SHA256 = "c4f39da0be4ed5cbd6b8b3732eda71213b73788a9a3cee6e206f0dc11717b156"
+GOLDEN_V1_TRAIN_SHA256 = "b9479d6e8e69cc7f2cc6024d6ea704812c25cdc7dc79d19ffc65651f590aa8c8"
 GOLDEN_SCAN_SHA256 = "0af927623df10f8aa61d1540b0a368efb4bec403ee200abaa7b32c563dc0b49c"
 
 
@@ -70,6 +75,11 @@ def test_output_matches_pinned_hashes(tmp_path):
     root = write_benchmark(tmp_path / "demo", **SMALL)
     assert sha256(root / "test.jsonl") == GOLDEN_SMALL_TEST_SHA256
     assert sha256(root / "train.jsonl") == GOLDEN_SMALL_TRAIN_SHA256
+    assert sha256(root / "test_twin.jsonl") == GOLDEN_SMALL_TWIN_SHA256
+    for split, golden in (("test", GOLDEN_V1_TEST_SHA256), ("train", GOLDEN_V1_TRAIN_SHA256)):
+        v1_lines = "".join(json.dumps({key: row[key] for key in V1_KEYS}, ensure_ascii=False) + "\n"
+                           for row in read_rows(root / f"{split}.jsonl"))
+        assert hashlib.sha256(v1_lines.encode("utf-8")).hexdigest() == golden
     spec = ScanSpec("Ultrasound", "kidney", True, "lower", 3, seed=7)
     assert hashlib.sha256(png_bytes(render_scan(spec))).hexdigest() == GOLDEN_SCAN_SHA256
 
@@ -101,10 +111,12 @@ def test_counts_ids_and_released_order(default_root):
         assert [row["id"] for row in rows] == [f"{k:05d}" for k in range(n)]
         assert all(list(row) == list(FILE_KEYS) for row in rows)
         drawn = generate_records(n, seeds[split], split)
-        assert rows == [{key: record[key] for key in FILE_KEYS} for record in drawn]
+        assert [{key: row[key] for key in V1_KEYS} for row in rows] == [
+            {key: record[key] for key in V1_KEYS} for record in drawn]
         for row in rows[:: n // 10]:
             assert (default_root / row["image"]).is_file()
-    assert len(list((default_root / "images").iterdir())) == 2000
+    twins = read_rows(default_root / "test_twin.jsonl")
+    assert len(list((default_root / "images").iterdir())) == 2000 + len(twins) == manifest["images"]
 
 
 def test_the_heldout_split_left_the_test_and_train_seeds_as_they_were():
@@ -314,7 +326,8 @@ def test_damaged_or_different_benchmark_is_regenerated(tmp_path):
     assert (root / "test.jsonl").read_bytes() == good
     write_benchmark(root, n_test=10, n_train=5, n_heldout=3, seed=SEED)
     assert json.loads((root / "manifest.json").read_text())["counts"] == {"test": 10, "train": 5, "heldout": 3}
-    assert len(list((root / "images").iterdir())) == 18
+    twins = len(read_rows(root / "test_twin.jsonl"))
+    assert len(list((root / "images").iterdir())) == 18 + twins
 
 
 def test_foreign_directory_is_never_overwritten(tmp_path):

@@ -63,6 +63,10 @@ class DemoModelConfig:
     leak_epochs: int = at_least(0, 0)
     leak_learning_rate: float = positive(3e-3)
     leak_batch_size: int = at_least(8, 1)
+    # Also train on each example's multiple-choice form (its options in released order, answered
+    # by the gold's letter), in the base training and in the leak: the leak then carries the
+    # canonical option order that MM-Detect's option_order probe looks for.
+    choice_form: bool = False
 
 
 @dataclass
