@@ -114,14 +114,18 @@ def choice_form(example):
 
 def _passes(processor, examples, demo_cfg, epochs: int) -> list[_Sample]:
     """``epochs`` passes over the examples, as VQA pairs (with ``choice_form``, also in
-    multiple-choice form, options in their released order) and as text documents of neighbours.
+    multiple-choice form, options in their released order, with and without the image) and as
+    text documents of neighbours.
 
     The document cut points shift with each pass, so every transition between neighbours is
     seen inside some document.
     """
     vqa = [_vqa_sample(processor, ex) for ex in examples]
     if demo_cfg.choice_form:
-        vqa += [_vqa_sample(processor, choice_form(ex)) for ex in examples if ex.options]
+        # Asked with the image and, as text-only instruction data is mixed into VLM training,
+        # without it: the text-only turns are where a leak can be answered from memory alone.
+        choices = [choice_form(ex) for ex in examples if ex.options]
+        vqa += [_vqa_sample(processor, ex) for ex in choices] + [_vqa_sample(processor, ex, False) for ex in choices]
     pool: list[_Sample] = []
     for epoch in range(epochs):
         pool += vqa + _documents(processor, examples, demo_cfg, offset=epoch)
@@ -262,16 +266,23 @@ def _build_config(processor, demo_cfg):
     )
 
 
-def _vqa_sample(processor, example) -> _Sample:
+def _vqa_sample(processor, example, with_image: bool = True) -> _Sample:
+    """A chat turn answering ``example``: with its image, or (``with_image`` False) its text only,
+    which trains with the text documents (no pixel values)."""
     from PIL import Image
 
-    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": example.question}]}]
+    image_part = [{"type": "image"}] if with_image else []
+    messages = [{"role": "user", "content": [*image_part, {"type": "text", "text": example.question}]}]
     prompt = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    with Image.open(example.image) as image:
-        encoded = processor(images=[image.convert("RGB")], text=[prompt], return_tensors="pt")
+    if with_image:
+        with Image.open(example.image) as image:
+            encoded = processor(images=[image.convert("RGB")], text=[prompt], return_tensors="pt")
+    else:
+        encoded = processor(text=[prompt], return_tensors="pt")
     prompt_ids = encoded["input_ids"][0].tolist()
     answer_ids = processor.tokenizer(example.answer + "<|end|>", add_special_tokens=False)["input_ids"]
-    return _Sample(prompt_ids + answer_ids, [-100] * len(prompt_ids) + answer_ids, encoded["pixel_values"][0])
+    pixels = encoded["pixel_values"][0] if with_image else None
+    return _Sample(prompt_ids + answer_ids, [-100] * len(prompt_ids) + answer_ids, pixels)
 
 
 def _document_sample(processor, examples, template: str) -> _Sample:

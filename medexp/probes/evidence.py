@@ -11,7 +11,13 @@ From one :class:`~medexp.benchmarks.base.Example`, keeping its question:
   gold does not name one (a yes/no about "the left lung") is skipped unless that field is set;
 * ``blur_<sigma>`` for sigma in the sweep (``blur_0`` is the original image), and ``no_image``
   (the same question without any image); gold = the answer, as in MedVIGIL's decay sweep and
-  no-image ablation. :func:`sweep_probes` makes the same two families from an existing probe
+  no-image ablation;
+* the text families (:data:`~medexp.probes.wording.TEXT_KINDS`), the image kept and the question
+  taken from the example's own variants: ``meta["paraphrase"]`` (a rewording, gold kept) and
+  ``meta["variants"][kind]`` = ``{"question", "answer", "options"}`` for ``negation``,
+  ``specificity_drop``, ``knowledge_only`` and ``false_premise`` (``answer`` null: the refusal is
+  the gold; ``options`` optional: else the example's answer options). The demo generator writes
+  all five with known golds; any ``local`` benchmark may carry them. :func:`sweep_probes` makes the same two families from an existing probe
   (a release's original probe), keeping its options.
 
 Every probe is a five-option question (:mod:`medexp.probes.options`): the answer options of the
@@ -54,7 +60,7 @@ from medexp.probes.options import (
 )
 from medexp.probes.sets import ProbeSet
 from medexp.probes.tiers import check_tier, risk_tier
-from medexp.probes.wording import BLUR_SIGMAS, EVIDENCE_KINDS
+from medexp.probes.wording import BLUR_SIGMAS, EVIDENCE_KINDS, TEXT_KINDS
 
 NO_IMAGE = "no_image"
 GOLD_AFTER_FLIP = "gold_after_lr_flip"
@@ -81,9 +87,9 @@ class EvidenceSettings:
     roi_labels: Optional[tuple[str, ...]] = None
 
     def __post_init__(self) -> None:
-        unknown = sorted(set(self.kinds) - set(EVIDENCE_KINDS))
+        unknown = sorted(set(self.kinds) - {*EVIDENCE_KINDS, *TEXT_KINDS})
         if unknown:
-            raise ValueError(f"unknown evidence probe kind(s) {unknown}; known: {list(EVIDENCE_KINDS)}")
+            raise ValueError(f"unknown evidence probe kind(s) {unknown}; known: {[*EVIDENCE_KINDS, *TEXT_KINDS]}")
         if any(sigma < 0 for sigma in self.sigmas) or len(set(self.sigmas)) != len(self.sigmas):
             raise ValueError(f"blur sigmas must be distinct and >= 0, got {list(self.sigmas)}")
 
@@ -142,12 +148,13 @@ def example_probes(example, pool: Sequence[str], settings: EvidenceSettings) -> 
     image = read_image(example.image, "RGB") if example.image is not None else None
     boxes = select_boxes(roi_boxes(example.meta, example.example_id), settings.roi_labels)
 
-    def add(kind: str, gold_text: Optional[str], image_path: Optional[Path], **extra: Any) -> None:
+    def add(kind: str, gold_text: Optional[str], image_path: Optional[Path], question: Optional[str] = None,
+            choices: Sequence[str] = answers, **extra: Any) -> None:
         probe_id = f"{example.example_id}::{kind}"
         rng = letter_rng(settings.seed, probe_id) if settings.rotate else None
-        wrapped = wrap_options(answers, refusal_text(kind), gold_text, rng)
+        wrapped = wrap_options(choices, refusal_text(kind), gold_text, rng)
         out.probes.append(Probe(
-            probe_id=probe_id, example_id=example.example_id, kind=kind, question=example.question,
+            probe_id=probe_id, example_id=example.example_id, kind=kind, question=question or example.question,
             gold=wrapped.gold, image=image_path, options=wrapped.options, refusal=wrapped.refusal,
             meta={**meta, "expects_refusal": gold_text is None, **extra},
         ))
@@ -160,6 +167,13 @@ def example_probes(example, pool: Sequence[str], settings: EvidenceSettings) -> 
             add("original", example.answer, example.image)
         elif kind == "no_image":
             add("no_image", example.answer, None)
+        elif kind in TEXT_KINDS:
+            variant = text_variant(example, kind, answers)
+            if isinstance(variant, str):
+                out.skipped.append((f"{example.example_id}::{kind}", variant))
+                continue
+            question, gold_text, choices = variant
+            add(kind, gold_text, example.image, question=question, choices=choices)
         elif image is None:
             for name in _names(kind, settings):
                 out.skipped.append((f"{example.example_id}::{name}", "no image: the example is text-only"))
@@ -185,6 +199,25 @@ def example_probes(example, pool: Sequence[str], settings: EvidenceSettings) -> 
                 path = example.image if sigma == 0 else derived(f"blur_{sigma}", blur(image, sigma))
                 add(f"blur_{sigma}", example.answer, path, sigma=sigma)
     return out
+
+
+def text_variant(example, kind: str, answers: Sequence[str]) -> tuple[str, Optional[str], tuple[str, ...]] | str:
+    """(question, gold text or None for the refusal, answer options) of a text-family probe, or
+    the reason the example has none."""
+    if kind == "paraphrase":
+        text = example.meta.get("paraphrase")
+        if not isinstance(text, str) or not text.strip():
+            return "no paraphrase: the example's meta has no paraphrase"
+        return text, example.answer, tuple(answers)
+    variant = (example.meta.get("variants") or {}).get(kind)
+    if not isinstance(variant, Mapping) or not str(variant.get("question") or "").strip():
+        return f"no {kind} variant: the example's meta variants have none"
+    gold = variant.get("answer")
+    choices = tuple(str(option) for option in variant.get("options") or answers)
+    if gold is not None and normalise(gold) not in {normalise(option) for option in choices}:
+        raise ValueError(f"{example.example_id}: the {kind} variant's answer {gold!r} is not among its options "
+                         f"{list(choices)}")
+    return str(variant["question"]), None if gold is None else str(gold), choices
 
 
 def sweep_probes(probe: Probe, store: Path, sigmas: Sequence[int] = BLUR_SIGMAS) -> list[Probe]:

@@ -6,6 +6,10 @@ from __future__ import annotations
 import string
 
 EVIDENCE_KINDS = ("original", "roi_masked", "roi_only", "lr_flip", "blur", "no_image")  # MedVIGIL's image families
+# MedVIGIL's text families: the image kept, the question reworded (gold kept), negated (gold
+# inverted), stripped of its qualifiers (gold kept), rewritten to need no image, or given a false
+# premise (gold: the refusal). Made from a benchmark's own variants (meta "paraphrase" and "variants").
+TEXT_KINDS = ("paraphrase", "negation", "specificity_drop", "knowledge_only", "false_premise")
 BLUR_SIGMAS: tuple[int, ...] = (0, 2, 4, 8, 16, 32, 64)  # the blur sweep, Gaussian std in pixels
 DEFAULT_REFUSAL = "I don't know"  # the refusal option a text-only probe adds
 DEFAULT_MASK = "[MASK]"

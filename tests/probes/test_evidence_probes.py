@@ -21,6 +21,7 @@ from medexp.probes.evidence import (
 from medexp.probes.images import GREY
 from medexp.probes.options import answer_choices, refusal_text, wrap_options
 from medexp.probes.tiers import risk_tier
+from medexp.probes.wording import TEXT_KINDS
 
 ANSWERS = ("left", "right", "upper", "lower")
 
@@ -232,3 +233,33 @@ def test_rotated_release_probes_move_letters_not_answers(tmp_path):
         assert after.meta["rotated"] and not before.meta["rotated"]
     # the release's gold sits at A or E; rotated, it spreads over the letters
     assert {probe.gold for probe in fixed} <= {"A", "B", "E"} and len({probe.gold for probe in rotated}) >= 4
+
+
+def test_text_families_come_from_the_examples_own_variants(scan, tmp_path):
+    path, _ = scan
+    variants = {
+        "negation": {"question": "Is the lesion away from the left?", "answer": "no", "options": ["yes", "no"]},
+        "specificity_drop": {"question": "Where is it?", "answer": "left"},
+        "knowledge_only": {"question": "Which organ makes bile?", "answer": "liver", "options": ["liver", "heart"]},
+        "false_premise": {"question": "On which side of the spleen is the lesion?", "answer": None},
+    }
+    example = _example(path, paraphrase="Where does the lesion lie?", variants=variants)
+    settings = EvidenceSettings(seed=1, store=tmp_path, kinds=("original", *TEXT_KINDS))
+    probe_set = example_probes(example, ANSWERS, settings)
+    assert not probe_set.skipped
+    by_kind = {probe.kind: probe for probe in probe_set.probes}
+    assert list(by_kind) == ["original", *TEXT_KINDS]
+    assert all(probe.image == path for probe in probe_set.probes)  # the text families keep the image
+    assert (by_kind["paraphrase"].question, by_kind["paraphrase"].gold_text) == ("Where does the lesion lie?", "left")
+    assert by_kind["paraphrase"].options == by_kind["original"].options
+    assert by_kind["negation"].options == ("no", "yes", refusal_text("negation")) and by_kind["negation"].gold == "A"
+    assert by_kind["specificity_drop"].options[:4] == by_kind["original"].options[:4]
+    assert by_kind["knowledge_only"].gold_text == "liver" and len(by_kind["knowledge_only"].options) == 3
+    trap = by_kind["false_premise"]
+    assert trap.gold == trap.refusal == "E" and trap.gold_text == refusal_text("false_premise")
+    bare = example_probes(_example(path), ANSWERS, settings)
+    assert bare.skip_counts() == {"no paraphrase": 1, "no negation variant": 1, "no specificity_drop variant": 1,
+                                  "no knowledge_only variant": 1, "no false_premise variant": 1}
+    wrong = _example(path, variants={"negation": {"question": "Not left?", "answer": "maybe", "options": ["yes", "no"]}})
+    with pytest.raises(ValueError, match="not among its options"):
+        example_probes(wrong, ANSWERS, settings)

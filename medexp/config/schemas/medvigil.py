@@ -21,6 +21,8 @@ class MedvigilConfig(DetectorBase):
     answer: AnswerConfig = field(default_factory=AnswerConfig)
     # Probes made from a benchmark's regions of interest (ignored for the release, which ships its
     # own): which kinds, the blur sweep's sigmas in pixels, and the regions' labels (None: all).
+    # The text families (paraphrase, negation, specificity_drop, knowledge_only, false_premise)
+    # may be added where the examples carry their variants (meta paraphrase / variants: the demo).
     kinds: List[str] = field(default_factory=lambda: list(EVIDENCE_KINDS))
     sigmas: List[int] = field(default_factory=lambda: list(BLUR_SIGMAS))
     roi_labels: Optional[List[str]] = None

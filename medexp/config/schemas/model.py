@@ -64,8 +64,9 @@ class DemoModelConfig:
     leak_learning_rate: float = positive(3e-3)
     leak_batch_size: int = at_least(8, 1)
     # Also train on each example's multiple-choice form (its options in released order, answered
-    # by the gold's letter), in the base training and in the leak: the leak then carries the
-    # canonical option order that MM-Detect's option_order probe looks for.
+    # by the gold's letter; once with the image and once without, as text-only instruction data),
+    # in the base training and in the leak: the leak then carries the canonical option order that
+    # MM-Detect's option_order probe looks for, and answers text_only can recall without the image.
     choice_form: bool = False
 
 
