@@ -19,6 +19,7 @@ import logging
 import os
 import shutil
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from medexp.hashing import stable_hash
 
 log = logging.getLogger(__name__)
 
-BUILDER_VERSION = "demo-llava-v2"  # v2: generation stops at the end of the turn; the choice_form setting
+BUILDER_VERSION = "demo-llava-v2"  # v2: one training thread; generation stops at the end of the turn; choice_form
 IMAGE_TOKEN = "<image>"
 SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", IMAGE_TOKEN, "<|user|>", "<|assistant|>", "<|end|>"]
 PATCH_SIZE = 8
@@ -62,13 +63,15 @@ def demo_model_dir(demo_cfg, cache_dir: str | Path) -> Path:
         staging = target.parent / f".{target.name}.tmp-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
         try:
-            if settings["leak_epochs"] > 0:
-                log.info("building the leaky demo model (%d leak epochs on the test set; once, cached)",
-                         settings["leak_epochs"])
-                report = _leak_into(demo_cfg, base, cache_dir, staging)
-            else:
-                log.info("building the clean demo model (trained on the CPU once, then cached in %s)", target.parent)
-                report = _build_clean(demo_cfg, cache_dir, staging)
+            with _one_thread():
+                if settings["leak_epochs"] > 0:
+                    log.info("building the leaky demo model (%d leak epochs on the test set; once, cached)",
+                             settings["leak_epochs"])
+                    report = _leak_into(demo_cfg, base, cache_dir, staging)
+                else:
+                    log.info("building the clean demo model (trained on the CPU once, then cached in %s)",
+                             target.parent)
+                    report = _build_clean(demo_cfg, cache_dir, staging)
             (staging / _MANIFEST).write_text(json.dumps({"settings": settings, **report}, indent=1))
             shutil.rmtree(target, ignore_errors=True)
             os.replace(staging, target)
@@ -76,6 +79,22 @@ def demo_model_dir(demo_cfg, cache_dir: str | Path) -> Path:
             shutil.rmtree(staging, ignore_errors=True)
     log.info("demo model ready in %.0f s: %s", report["seconds"], target)
     return target
+
+
+@contextmanager
+def _one_thread():
+    """Train on one CPU thread: a multi-threaded matrix product sums in an order that depends on
+    the thread count, so the same settings would give other weights (and p-values) on a machine
+    with more cores, or under a launcher that caps each worker's threads. One thread gives the
+    same model everywhere; the demo models are small enough for it."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 def read_build_report(model_dir: str | Path) -> dict:

@@ -68,3 +68,26 @@ def test_demo_model_build_is_deterministic(tmp_path):
     assert weights[0].keys() == weights[1].keys()
     for name in weights[0]:
         assert (weights[0][name] == weights[1][name]).all(), name
+
+
+def test_demo_model_weights_do_not_depend_on_the_callers_thread_count(tmp_path):
+    import torch
+    from omegaconf import OmegaConf
+    from safetensors.torch import load_file
+
+    from medexp.config.schemas import DemoBenchConfig, DemoModelConfig
+    from medexp.demo.models import demo_model_dir
+
+    tiny = DemoModelConfig(train_epochs=1, hidden_size=32, bench=DemoBenchConfig(n_test=40, n_train=64))
+    previous = torch.get_num_threads()
+    weights = []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            directory = demo_model_dir(OmegaConf.structured(tiny), tmp_path / f"threads{threads}")
+            weights.append(load_file(directory / "model.safetensors"))
+            assert torch.get_num_threads() == threads  # the caller's setting is restored
+    finally:
+        torch.set_num_threads(previous)
+    for name in weights[0]:
+        assert torch.equal(weights[0][name], weights[1][name]), name
