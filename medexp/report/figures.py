@@ -12,6 +12,8 @@ Each figure is drawn only when the runs it needs exist:
   probe's false-positive flag probability against the number of low-gain outliers.
 * Replicates: per detector and control, the flag rate over independently trained clean and
   leaky models with Wilson intervals (medexp.report.replicates).
+* MedVIGIL, per benchmark and detector: every model's MCS components, its silent-failure rate by
+  risk tier and its blur decay curves (medexp.report.medvigil_figures), errors counted as wrong.
 
 Replicate cells (a seed in their model or corpus name) are left out of Figs. 2, 3 and 5, which
 show one cell per bar, line or matrix entry; the replicate figure summarises them.
@@ -50,6 +52,7 @@ def draw_figures(index: CellIndex, tables: Mapping[str, Mapping[str, Any]]) -> l
         jaccard_heatmaps(index, tables.get("per_pair", {})),
         confound_panels(index),
         replicate_flag_rates(replicate_rows(index)),
+        *medvigil_panels(index),
     ]
     return [figure for figure in drawn if figure is not None]
 
@@ -261,6 +264,31 @@ def replicate_flag_rates(rows: list[ReplicateRow]) -> ReportFigure | None:
                         "Replicates: per detector and control, the share of independently trained clean models "
                         "(false-positive rate) and leaky models (power) that are flagged, with Wilson 95% "
                         "intervals; dotted: the detectors' alpha.", figure)
+
+
+def medvigil_panels(index: CellIndex) -> list[ReportFigure]:
+    """The MedVIGIL figures of every benchmark and MedVIGIL detector with tracked cells, one row
+    (or curve) per model, errors counted as wrong (the cells' own figures show both conventions)."""
+    from medexp.detectors.medvigil import ERRORS_WRONG
+    from medexp.report.medvigil_figures import medvigil_figures
+
+    groups: dict[tuple[str, str], dict[str, Mapping[str, float]]] = {}
+    for cell in index.finished:
+        if f"mcs_{ERRORS_WRONG}" in cell.values:
+            groups.setdefault((cell.bench, cell.detector), {})[cell.model] = cell.values
+    captions = {
+        "mcs_components": "MedVIGIL: Capability, Safety, Grounding and their harmonic mean MCS per model "
+                          "(case-clustered 95% interval of MCS)",
+        "tier_sfr": "MedVIGIL: silent-failure rate per risk tier and weighted (SFR_w) per model",
+        "blur_decay": "MedVIGIL: accuracy against blur sigma per model (image-required cases solid, "
+                      "text-answerable dashed, no image at the right, L* dotted)",
+    }
+    figures = []
+    for (bench, detector), metrics in sorted(groups.items()):
+        drawn = medvigil_figures(metrics, f"{bench}, {detector}", (ERRORS_WRONG,))
+        figures += [ReportFigure(f"medvigil_{bench}_{detector}_{name}", f"{captions[name]}; {bench}, {detector}.",
+                                 figure) for name, figure in drawn.items()]
+    return figures
 
 
 def _image_nn_cells(index: CellIndex) -> list[CellRun]:

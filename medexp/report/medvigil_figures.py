@@ -7,6 +7,8 @@
 * :func:`blur_decay_figure`: accuracy against blur sigma per model, image-required cases solid,
   the text-answerable control dashed, the no-image accuracy as an X right of the sweep, and L*
   as a dotted vertical line when given.
+* :func:`medvigil_figures`: all three from cells' metrics (one cell's, or every tracked cell of a
+  benchmark in the report), via :func:`summary_rows` and :func:`decay_table`.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Mapping, Optional
 import numpy as np
 import pandas as pd
 
-from medexp.detectors.medvigil import DECAY_GROUPS, ERRORS_WRONG, NO_IMAGE
+from medexp.detectors.medvigil import CONVENTIONS, DECAY_GROUPS, ERRORS_WRONG, NO_IMAGE
 from medexp.probes.tiers import TIERS
 
 AXES = (("cap", "Capability"), ("safe", "Safety"), ("ground", "Grounding"))
@@ -116,6 +118,43 @@ def blur_decay_figure(frame: pd.DataFrame, l_star: Optional[Mapping[str, float]]
     axes.legend(fontsize=7, loc="upper right")
     axes.set_title(title, fontsize=10)
     return figure
+
+
+SUMMARY_COLUMNS = ("cap", "safe", "ground", "mcs", "mcs_ci_low", "mcs_ci_high", "acc_orig",
+                   *(f"sfr_{tier}" for tier in TIERS), "sfr_w")
+
+
+def summary_rows(metrics: Mapping[str, Mapping[str, float]], conventions=CONVENTIONS) -> pd.DataFrame:
+    """One row per model and error convention (``model`` reads "<model> (<convention>)" when
+    several are asked for) with the columns the component and tier figures read, from each
+    model's cell metrics (``cap_<convention>``, ``mcs_<convention>_ci_low`` ...)."""
+    def value(values: Mapping[str, float], column: str, convention: str) -> float:
+        for suffix in ("_ci_low", "_ci_high"):
+            if column.endswith(suffix):
+                return values.get(f"{column.removesuffix(suffix)}_{convention}{suffix}", math.nan)
+        return values.get(f"{column}_{convention}", math.nan)
+
+    return pd.DataFrame([
+        {"model": model if len(conventions) == 1 else f"{model} ({convention.replace('_', ' ')})",
+         **{column: value(values, column, convention) for column in SUMMARY_COLUMNS}}
+        for model, values in metrics.items() for convention in conventions
+    ], columns=["model", *SUMMARY_COLUMNS])
+
+
+def medvigil_figures(metrics: Mapping[str, Mapping[str, float]], subject: str,
+                     conventions=CONVENTIONS) -> dict[str, object]:
+    """The MCS components and the tier heatmap (a row per model and convention), and the blur
+    decay curves (errors counted as wrong) when the cells have a blur sweep, titled for ``subject``."""
+    rows = summary_rows(metrics, conventions)
+    figures = {
+        "mcs_components": mcs_components_figure(rows, f"MedVIGIL composite: {subject}"),
+        "tier_sfr": tier_sfr_heatmap(rows, f"Silent-failure rate by risk tier: {subject}"),
+    }
+    decay = decay_table(metrics, ERRORS_WRONG)
+    if not decay.empty:
+        l_star = {model: values.get(f"l_star_{ERRORS_WRONG}", math.nan) for model, values in metrics.items()}
+        figures["blur_decay"] = blur_decay_figure(decay, l_star, f"Visual information decay: {subject}")
+    return figures
 
 
 def decay_table(metrics: Mapping[str, Mapping[str, float]], convention: str = ERRORS_WRONG) -> pd.DataFrame:

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-import pandas as pd
-
 from medexp.config.schemas import MedvigilConfig
 from medexp.detectors.base import DetectorResult
 from medexp.runner.evaluate import CellContext, evaluator
@@ -92,36 +90,6 @@ def medvigil_result(evaluated: Mapping[str, Any], model: str, skipped) -> Detect
 def cell_figures(metrics: Mapping[str, float], model: str) -> dict[str, Any]:
     """The MCS components and the tier heatmap (one row per error convention), and the blur decay
     curves when the probe set has a blur sweep."""
-    from medexp.detectors.medvigil import CONVENTIONS, ERRORS_WRONG
-    from medexp.probes.tiers import TIERS
-    from medexp.report.medvigil_figures import (
-        blur_decay_figure,
-        decay_table,
-        mcs_components_figure,
-        tier_sfr_heatmap,
-    )
+    from medexp.report.medvigil_figures import medvigil_figures
 
-    columns = ["cap", "safe", "ground", "mcs", "mcs_ci_low", "mcs_ci_high", "acc_orig",
-               *(f"sfr_{tier}" for tier in TIERS), "sfr_w"]
-    rows = pd.DataFrame([
-        {"model": f"{model} ({convention.replace('_', ' ')})",
-         **{column: _metric(metrics, column, convention) for column in columns}}
-        for convention in CONVENTIONS
-    ])
-    figures = {
-        "medvigil/mcs_components": mcs_components_figure(rows, f"MedVIGIL composite: {model}"),
-        "medvigil/tier_sfr": tier_sfr_heatmap(rows, f"Silent-failure rate by risk tier: {model}"),
-    }
-    decay = decay_table({model: metrics}, ERRORS_WRONG)
-    if not decay.empty:
-        figures["medvigil/blur_decay"] = blur_decay_figure(decay, {model: metrics[f"l_star_{ERRORS_WRONG}"]},
-                                                           f"Visual information decay: {model}")
-    return figures
-
-
-def _metric(metrics: Mapping[str, float], column: str, convention: str) -> float:
-    """``mcs_ci_low`` -> ``mcs_<convention>_ci_low``; ``cap`` -> ``cap_<convention>``."""
-    for suffix in ("_ci_low", "_ci_high"):
-        if column.endswith(suffix):
-            return metrics[f"{column.removesuffix(suffix)}_{convention}{suffix}"]
-    return metrics[f"{column}_{convention}"]
+    return {f"medvigil/{name}": figure for name, figure in medvigil_figures({model: metrics}, model).items()}

@@ -71,3 +71,30 @@ def test_sweep_pair_and_confound_figures_follow_their_tables_and_metrics():
     image = next(cell for cell in index.finished if cell.run_id == "image").values
     assert (image["alpha_sweep_max_p_value"], image["alpha_sweep_min_flag_rate"], image["alpha_sweep_span"]) \
         == (1e-5, 0.1, 100.0)
+
+
+def _medvigil_values(cap: float, safe: float, ground: float, mcs: float, sfr: float) -> dict[str, float]:
+    values = {"cap": cap, "safe": safe, "ground": ground, "mcs": mcs, "mcs_ci_low": mcs - 5, "mcs_ci_high": mcs + 5,
+              "acc_orig": 60.0, "sfr_w": sfr, **{f"sfr_L{tier}": sfr for tier in range(1, 6)}}
+    out = {f"{name}_errors_wrong": value for name, value in values.items() if not name.endswith(("_low", "_high"))}
+    out |= {"mcs_errors_wrong_ci_low": mcs - 5, "mcs_errors_wrong_ci_high": mcs + 5}
+    for sigma, acc in ((0, 60.0), (8, 40.0)):
+        out[f"decay_image_required_sigma_{sigma}_errors_wrong"] = acc
+    out["decay_image_required_no_image_errors_wrong"] = 20.0
+    out["l_star_errors_wrong"] = 8.0
+    return out
+
+
+def test_medvigil_figures_put_every_model_of_a_benchmark_side_by_side():
+    index = CellIndex.from_runs([
+        tracked("safe_model", "demo", "medvigil_demo", "none", _medvigil_values(70, 80, 60, 69.0, 20)),
+        tracked("bold_model", "demo", "medvigil_demo", "none", _medvigil_values(80, 10, 50, 24.6, 90)),
+        tracked("other", "slake", "medvigil", "none", _medvigil_values(50, 50, 50, 50.0, 50)),
+        tracked("exch_only", "demo", "exch", "none", {"p_value": 0.5}),
+    ])
+    names = [figure.name for figure in draw_figures(index, {}) if figure.name.startswith("medvigil_")]
+    assert names == [f"medvigil_demo_medvigil_demo_{kind}" for kind in ("mcs_components", "tier_sfr", "blur_decay")] \
+        + [f"medvigil_slake_medvigil_{kind}" for kind in ("mcs_components", "tier_sfr", "blur_decay")]
+    components = next(f for f in draw_figures(index, {}) if f.name == "medvigil_demo_medvigil_demo_mcs_components")
+    labels = [label.get_text() for label in components.figure.axes[0].get_yticklabels()]
+    assert labels == ["bold_model", "safe_model"]  # ordered by MCS, lowest first; one row per model
