@@ -20,7 +20,17 @@ from typing import Any
 import numpy as np
 
 from medexp.demo.directory import build_once
-from medexp.demo.scans import MAX_LESIONS, MODALITIES, ORGANS, SIDES, ScanSpec, png_bytes, render_scan
+from medexp.demo.scans import (
+    MAX_LESIONS,
+    MODALITIES,
+    ORGANS,
+    SIDES,
+    ScanSpec,
+    draw_scan,
+    png_bytes,
+    render_scan,
+)
+from medexp.demo.variants import enrich, side_stream, twin_spec
 
 GENERATOR_VERSION = "demo-bench-v2"  # v2: options, paraphrases, text variants, regions, the test twin
 IMAGE_SIZE = 96
@@ -181,22 +191,19 @@ def split_seeds(seed: int) -> dict[str, int]:
 
 
 def _write_into(directory: Path, seed: int, counts: dict[str, int]) -> None:
-    from medexp.demo.scans import draw_scan
-    from medexp.demo.variants import enrich, side_stream
-
     images = directory / "images"
     images.mkdir(parents=True)
     for split, sub_seed in split_seeds(seed).items():
         lines, twins = [], []
         for k, record in enumerate(generate_records(counts[split], sub_seed, split)):
-            image, layout = draw_scan(ScanSpec(**record["scan"]), IMAGE_SIZE)
+            spec = ScanSpec(**record["scan"])
+            image, layout = draw_scan(spec, IMAGE_SIZE)
             (directory / record["image"]).write_bytes(png_bytes(image))
             rng = side_stream(sub_seed, k)
-            draw = record["draw"]
-            row = enrich(record, draw, layout, IMAGE_SIZE, _TEMPLATES[draw["key"]], rng)
+            row = enrich(record, layout, IMAGE_SIZE, _TEMPLATES[record["draw"]["key"]], rng)
             lines.append(json.dumps({key: row[key] for key in FILE_KEYS}, ensure_ascii=False) + "\n")
             if split == "test":
-                twin = _twin(directory, row, draw, rng)
+                twin = _twin(directory, row, spec, rng)
                 if twin is not None:
                     twins.append(json.dumps(twin, ensure_ascii=False) + "\n")
         (directory / f"{split}.jsonl").write_bytes("".join(lines).encode("utf-8"))
@@ -204,12 +211,10 @@ def _write_into(directory: Path, seed: int, counts: dict[str, int]) -> None:
             (directory / f"{TWIN_SPLIT}.jsonl").write_bytes("".join(twins).encode("utf-8"))
 
 
-def _twin(directory: Path, row: dict[str, Any], draw: dict[str, Any], rng: np.random.Generator):
-    """The perturbed twin of a test row (image written), or None when no single change of the
-    scan gives another answer among the row's options."""
-    from medexp.demo.variants import twin_spec
-
-    spec = ScanSpec(**row["scan"])
+def _twin(directory: Path, row: dict[str, Any], spec: ScanSpec, rng: np.random.Generator):
+    """The perturbed twin of a test row drawn from ``spec`` (image written), or None when no
+    single change of the scan gives another answer among the row's options."""
+    draw = row["draw"]
     found = twin_spec(draw["rule"], spec, draw["candidate"], row["options"], rng, _ORGANS_FOR)
     if found is None:
         return None

@@ -111,11 +111,13 @@ def choice_options(answers: tuple[str, ...], gold: str, rng: np.random.Generator
     return [options[i] for i in rng.permutation(len(options))]
 
 
-def enrich(record: dict[str, Any], draw: dict[str, Any], layout: ScanLayout, image_size: int,
-           templates: tuple[str, ...], rng: np.random.Generator) -> dict[str, Any]:
-    """The record with its options, paraphrase, text variants, regions and flags added."""
+def enrich(record: dict[str, Any], layout: ScanLayout, image_size: int, templates: tuple[str, ...],
+           rng: np.random.Generator) -> dict[str, Any]:
+    """The record (with its ``draw``) with its options, paraphrase, text variants, regions and
+    flags added."""
     from medexp.benchmarks.roi import roi_entry
 
+    draw = record["draw"]
     rule, slots, spec = draw["rule"], draw["slots"], ScanSpec(**record["scan"])
     options = choice_options(family(rule), record["answer"], rng)
     others = [index for index in range(len(templates)) if index != draw["template"]]

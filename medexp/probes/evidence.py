@@ -11,14 +11,14 @@ From one :class:`~medexp.benchmarks.base.Example`, keeping its question:
   gold does not name one (a yes/no about "the left lung") is skipped unless that field is set;
 * ``blur_<sigma>`` for sigma in the sweep (``blur_0`` is the original image), and ``no_image``
   (the same question without any image); gold = the answer, as in MedVIGIL's decay sweep and
-  no-image ablation;
+  no-image ablation. :func:`sweep_probes` makes these two families from an existing probe (a
+  release's original probe), keeping its options;
 * the text families (:data:`~medexp.probes.wording.TEXT_KINDS`), the image kept and the question
   taken from the example's own variants: ``meta["paraphrase"]`` (a rewording, gold kept) and
   ``meta["variants"][kind]`` = ``{"question", "answer", "options"}`` for ``negation``,
   ``specificity_drop``, ``knowledge_only`` and ``false_premise`` (``answer`` null: the refusal is
   the gold; ``options`` optional: else the example's answer options). The demo generator writes
-  all five with known golds; any ``local`` benchmark may carry them. :func:`sweep_probes` makes the same two families from an existing probe
-  (a release's original probe), keeping its options.
+  all five with known golds; any ``local`` benchmark may carry them.
 
 Every probe is a five-option question (:mod:`medexp.probes.options`): the answer options of the
 example (its own options, else the gold plus distractors drawn from ``pool``) and a refusal option

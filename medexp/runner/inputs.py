@@ -24,11 +24,12 @@ class CellInputs:
 
 def load_inputs(cfg, cache_dir: str | Path) -> CellInputs:
     """Load the cell's benchmark (and corpus or twin) and hash everything its result depends on."""
+    from omegaconf import OmegaConf
+
     from medexp.benchmarks.content import content_hash
     from medexp.config.schemas import ImageNNConfig, PerturbationGapConfig
     from medexp.controls import control_benchmark
     from medexp.hashing import stable_hash
-    from omegaconf import OmegaConf
 
     benchmark = control_benchmark(cfg, cache_dir)
     bench_hash = content_hash(benchmark.examples, cache_dir)
@@ -52,9 +53,8 @@ def load_inputs(cfg, cache_dir: str | Path) -> CellInputs:
 def model_weights(cfg, cache_dir: str | Path) -> dict[str, str | None]:
     """Fingerprints of the local checkpoints of the cell's model, its cohort, its reference models and its baselines."""
     from medexp.config import model_config
-    from medexp.models import weights_fingerprint
-
     from medexp.config.schemas import ControlKind
+    from medexp.models import weights_fingerprint
 
     configs = {str(cfg.model.name): cfg.model}
     # Under control=synthetic the cohort is the calibration model's members, which have no weights:
