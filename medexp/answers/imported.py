@@ -37,11 +37,10 @@ from medexp.answers.parse import judge
 from medexp.answers.table import Status, response_row, response_table
 from medexp.benchmarks.digests import file_sha256
 from medexp.config.schemas.answers import AnswerMode, check_answer_config
-from medexp.probes.base import option_letters
+from medexp.probes.base import RELEASE_ID_KEY, option_letters
 
 log = logging.getLogger("medexp")
 
-RELEASE_ID_KEY = "release_probe_id"  # Probe.meta key of the id a release gave the probe
 _REPLY_FIELDS = ("response", "model_answer")
 _LETTER_FIELDS = ("choice", "model_letter")
 
@@ -100,6 +99,21 @@ def _imported_row(probe, record: dict, answer_cfg, where: str) -> tuple[dict[str
     if status.strip().lower() in (Status.ok.value, Status.unparsed.value):
         return response_row(probe, reply or "", None, Status.unparsed), given
     return response_row(probe, "", None, Status.error, error=error or f"imported status {status!r} with no response"), given
+
+
+def imported_probe_ids(path: str | Path) -> set[str]:
+    """The probe ids the JSONL ``path`` names (lines that are not objects with a string probe_id
+    are left to :func:`import_responses`, which refuses them with their line)."""
+    ids = set()
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                record = json.loads(line) if line.strip() else None
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict) and isinstance(record.get("probe_id"), str):
+                ids.add(record["probe_id"])
+    return ids
 
 
 def import_responses(path: str | Path, probes: Sequence, answer_cfg, skipped_ids: Collection[str] = ()):

@@ -10,6 +10,12 @@ saved with ``save_pretrained`` and loaded back by the same adapter that loads hu
   split, as VQA pairs and as text documents of neighbouring examples in the released order
   (continued pre-training on a crawl that contained the benchmark). That is the planted
   contamination the detectors must find; its dose is ``leak_epochs``.
+
+With ``choice_form`` both also learn the multiple-choice form (with the image, and without it as
+the text-only probe asks it, an "I don't know" option appended), and the leak carries it; with
+``cloze_form`` they learn slot filling on the training split's questions (replayed during the leak,
+which never shows a test question in that form). These teach the answering formats MM-Detect's
+probes use, so that what the probes measure is memory, not whether a tiny model follows a prompt.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from medexp.hashing import stable_hash
 
 log = logging.getLogger(__name__)
 
-BUILDER_VERSION = "demo-llava-v2"  # v2: one training thread; generation stops at the end of the turn; choice_form
+BUILDER_VERSION = "demo-llava-v3"  # v2: one training thread, end-of-turn eos, choice_form; v3: text-only turns with the refusal, cloze_form
 IMAGE_TOKEN = "<image>"
 SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", IMAGE_TOKEN, "<|user|>", "<|assistant|>", "<|end|>"]
 PATCH_SIZE = 8
@@ -119,36 +125,99 @@ def _split(demo_cfg, cache_dir, split: str):
 def choice_form(example):
     """The example as the answering layer asks it in multiple-choice form (its options in their
     released order, the default answer settings), answered by the gold's letter."""
+    from medexp.probes.choice import original_probe
+
+    return _asked(example, original_probe(example))
+
+
+def text_only_form(example):
+    """The multiple-choice form without the image, as MM-Detect's text-only probe asks it (the
+    refusal option appended), answered by the gold's letter."""
+    from medexp.probes.choice import text_only_probe
+
+    return _asked(example, text_only_probe(example))
+
+
+def cloze_form(example, source, seed: int, epoch: int):
+    """The example's question as a slot-filling turn, as ``slot_guess`` asks it: one keyword
+    (drawn per example and pass) masked, answered by the word; None when the question has no
+    keyword."""
+    import numpy as np
+
+    from medexp.hashing import derive_seed
+    from medexp.probes.base import Probe
+    from medexp.probes.slots import SLOT_MASK, mask_word
+    from medexp.probes.wording import DEFAULT_MASK, DEFAULT_TEMPLATE
+
+    keywords = source.keywords(example.question)
+    if not keywords:
+        return None
+    rng = np.random.default_rng(derive_seed(seed, example.example_id, "cloze", epoch))
+    masked, word, _ = mask_word(example.question, keywords[int(rng.integers(len(keywords)))])
+    probe = Probe(f"{example.example_id}::{SLOT_MASK}", example.example_id, SLOT_MASK,
+                  DEFAULT_TEMPLATE.format(text=masked, mask=DEFAULT_MASK), word, example.image)
+    return _asked(example, probe)
+
+
+def _asked(example, probe):
+    """``example`` with the probe's prompt as rendered by the answering layer (default answer
+    settings) as its question, and the probe's gold as its answer."""
     from dataclasses import replace
 
     from medexp.answers.prompt import render_prompt
     from medexp.config.schemas import AnswerConfig
-    from medexp.probes.base import Probe, letter_of
 
-    letter = letter_of(example.options, example.answer)
-    probe = Probe(f"{example.example_id}::original", example.example_id, "original", example.question, letter,
-                  example.image, example.options)
-    return replace(example, question=render_prompt(probe, AnswerConfig()), answer=letter)
+    return replace(example, question=render_prompt(probe, AnswerConfig()), answer=probe.gold)
+
+
+def _keywords(examples):
+    """The keyword source slot_guess uses by default, over these examples' answers."""
+    from medexp.config.schemas.keywords import KeywordConfig
+    from medexp.probes.keywords import keyword_source
+
+    return keyword_source(KeywordConfig(), examples)
+
+
+def _cloze_samples(processor, examples, source, demo_cfg, epoch: int) -> list[_Sample]:
+    """One slot-filling turn (with the image) per example that has a keyword."""
+    asked = [cloze_form(example, source, demo_cfg.seed, epoch) for example in examples]
+    return [_vqa_sample(processor, example) for example in asked if example is not None]
 
 
 def _passes(processor, examples, demo_cfg, epochs: int) -> list[_Sample]:
     """``epochs`` passes over the examples, as VQA pairs (with ``choice_form``, also in
-    multiple-choice form, options in their released order, with and without the image) and as
-    text documents of neighbours.
+    multiple-choice form, options in their released order, with the image and as the text-only
+    probe asks it; with ``cloze_form``, also as slot-filling turns) and as text documents of
+    neighbours.
 
     The document cut points shift with each pass, so every transition between neighbours is
     seen inside some document.
     """
     vqa = [_vqa_sample(processor, ex) for ex in examples]
     if demo_cfg.choice_form:
-        # Asked with the image and, as text-only instruction data is mixed into VLM training,
-        # without it: the text-only turns are where a leak can be answered from memory alone.
-        choices = [choice_form(ex) for ex in examples if ex.options]
-        vqa += [_vqa_sample(processor, ex) for ex in choices] + [_vqa_sample(processor, ex, False) for ex in choices]
+        # Asked with the image and, as text-only instruction data with an abstain option is mixed
+        # into VLM training, without it: the text-only turns are where a leak can be answered from
+        # memory alone.
+        choices = [ex for ex in examples if ex.options]
+        vqa += [_vqa_sample(processor, choice_form(ex)) for ex in choices]
+        vqa += [_vqa_sample(processor, text_only_form(ex), False) for ex in choices]
     pool: list[_Sample] = []
     for epoch in range(epochs):
         pool += vqa + _documents(processor, examples, demo_cfg, offset=epoch)
+        if demo_cfg.cloze_form:
+            pool += _cloze_samples(processor, examples, _keywords(examples), demo_cfg, epoch)
     return pool
+
+
+def _replay(processor, train, demo_cfg) -> list[_Sample]:
+    """The cloze turns replayed during the leak: a third of the training split per leak pass (a
+    rotating third), so that continued training on the crawl keeps the slot-filling skill the
+    base training taught. Never a test example: the leak is the benchmark's own text."""
+    if not demo_cfg.cloze_form:
+        return []
+    source = _keywords(train)
+    return [sample for epoch in range(demo_cfg.leak_epochs)
+            for sample in _cloze_samples(processor, train[epoch % 3 :: 3], source, demo_cfg, epoch)]
 
 
 def _build_clean(demo_cfg, cache_dir, out_dir: Path) -> dict:
@@ -180,6 +249,7 @@ def _leak_into(demo_cfg, base_dir: Path, cache_dir, out_dir: Path) -> dict:
     processor = AutoProcessor.from_pretrained(base_dir)
     model = LlavaForConditionalGeneration.from_pretrained(base_dir)
     pool = _passes(processor, test, demo_cfg, demo_cfg.leak_epochs)
+    pool += _replay(processor, _split(demo_cfg, cache_dir, "train"), demo_cfg)
     sizes = (demo_cfg.batch_size, demo_cfg.leak_batch_size)
     losses = _train(model, pool, demo_cfg.leak_learning_rate, sizes, demo_cfg.seed + 1, "leaking the test set")
     _save(model, processor, out_dir)
@@ -214,7 +284,11 @@ def _build_processor(train_examples, demo_cfg):
 
     corpus = [ex.question for ex in train_examples] + [ex.answer for ex in train_examples]
     if demo_cfg.choice_form:
-        corpus += [choice_form(ex).question for ex in train_examples if ex.options]
+        choices = [ex for ex in train_examples if ex.options]
+        corpus += [choice_form(ex).question for ex in choices] + [text_only_form(ex).question for ex in choices]
+    if demo_cfg.cloze_form:
+        source = _keywords(train_examples)
+        corpus += [asked.question for ex in train_examples if (asked := cloze_form(ex, source, demo_cfg.seed, 0))]
     corpus += [demo_cfg.document_template.format(question=ex.question, answer=ex.answer) for ex in train_examples]
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

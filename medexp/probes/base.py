@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+RELEASE_ID_KEY = "release_probe_id"  # Probe.meta key of the id a release gave the probe
 
 
 def option_letters(n_options: int) -> str:

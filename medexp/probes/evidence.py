@@ -220,29 +220,36 @@ def text_variant(example, kind: str, answers: Sequence[str]) -> tuple[str, Optio
     return str(variant["question"]), None if gold is None else str(gold), choices
 
 
-def sweep_probes(probe: Probe, store: Path, sigmas: Sequence[int] = BLUR_SIGMAS) -> list[Probe]:
+def sweep_probes(probe: Probe, store: Path, sigmas: Sequence[int] = BLUR_SIGMAS, no_image: bool = True) -> list[Probe]:
     """Blur and no-image variants of an existing probe (a release's original probe), options kept.
 
     MedVIGIL's decay sweep and no-image ablation re-ask the original probes as released, so the
     variants keep the probe's question, options, gold and refusal, and change only the image:
-    ``blur_<sigma>`` (sigma 0 keeps the image file) and ``no_image``. Ids are the probe's with
-    the kind replaced (``<example_id>::blur_8`` plus the probe's variant suffix, if any).
+    ``blur_<sigma>`` for each of ``sigmas`` (sigma 0 keeps the image file) and, with
+    ``no_image``, ``no_image``. Ids are the probe's with the kind replaced
+    (``<example_id>::blur_8`` plus the probe's variant suffix, if any).
     """
     from medexp.benchmarks.images import read_image
 
     if probe.image is None:
         raise ValueError(f"{probe.probe_id}: a probe without image has no blur sweep")
     suffix = probe.probe_id[len(f"{probe.example_id}::{probe.kind}"):]
-    image = read_image(probe.image, "RGB")
+    image = read_image(probe.image, "RGB") if any(sigmas) else None
     out = []
     for sigma in sigmas:
         kind = f"blur_{sigma}"
         path = probe.image if sigma == 0 else store_derived(blur(image, sigma), store, f"{probe.probe_id}::{kind}")
         out.append(replace(probe, probe_id=f"{probe.example_id}::{kind}{suffix}", kind=kind, image=path,
                            meta={**probe.meta, "sigma": sigma, "source_probe_id": probe.probe_id}))
-    out.append(replace(probe, probe_id=f"{probe.example_id}::{NO_IMAGE}{suffix}", kind=NO_IMAGE, image=None,
-                       meta={**probe.meta, "source_probe_id": probe.probe_id}))
+    if no_image:
+        out.append(replace(probe, probe_id=f"{probe.example_id}::{NO_IMAGE}{suffix}", kind=NO_IMAGE, image=None,
+                           meta={**probe.meta, "source_probe_id": probe.probe_id}))
     return out
+
+
+def is_ablation(kind: str) -> bool:
+    """Whether a probe kind belongs to the blur sweep or the no-image ablation."""
+    return kind == NO_IMAGE or kind.startswith("blur_")
 
 
 def _names(kind: str, settings: EvidenceSettings) -> list[str]:

@@ -16,6 +16,11 @@ under the root, anything else under ``images/``, empty for no image).
   the refusal by construction) the refusal is the correct letter itself. A probe with fewer
   than five options and no expected refusal has none.
 * :func:`rotated_release_probes` makes the letter-rotation arm (options permuted per probe).
+* :func:`release_sweep_probes` adds the paper's visual-decay sweep and no-image ablation, which
+  the release does not ship as probes: every original probe with an image re-asked blurred at
+  each sigma and without its image, options and letters kept. Their release ids extend the
+  original's (``MVB-0001__original__blur_8``, ``MVB-0001__original__no_image``), so a harness
+  that runs the sweep can name them in its JSONL.
 * Probes of a skipped case (credentialed image absent, ...) are skipped with the case's reason;
   probes whose own image is absent or broken are skipped too, all counted in the
   :class:`ProbeSet`. A case id that the manifest does not list is an error.
@@ -35,7 +40,7 @@ from medexp.benchmarks.medvigil import (
     read_csv,
     resolve_image,
 )
-from medexp.probes.base import LETTERS, Probe
+from medexp.probes.base import LETTERS, RELEASE_ID_KEY, Probe
 from medexp.probes.options import OptionSet, letter_rng, rotate_options
 from medexp.probes.sets import ProbeSet
 
@@ -101,7 +106,7 @@ def read_release_probes(benchmark: Benchmark, root: Path) -> ProbeSet:
 
 def release_probe_index(probes: list[Probe]) -> dict[str, Probe]:
     """release probe_id -> probe, for joining the harness's JSONL responses to these probes."""
-    return {probe.meta["release_probe_id"]: probe for probe in probes if "release_probe_id" in probe.meta}
+    return {probe.meta[RELEASE_ID_KEY]: probe for probe in probes if RELEASE_ID_KEY in probe.meta}
 
 
 def rotated_release_probes(probes: list[Probe], seed: int) -> list[Probe]:
@@ -113,6 +118,21 @@ def rotated_release_probes(probes: list[Probe], seed: int) -> list[Probe]:
         rotated = rotate_options(OptionSet(probe.options, probe.gold, probe.refusal), letter_rng(seed, probe.probe_id))
         out.append(replace(probe, options=rotated.options, gold=rotated.gold, refusal=rotated.refusal,
                            meta={**probe.meta, "rotated": True}))
+    return out
+
+
+def release_sweep_probes(probes: list[Probe], store: Path, sigmas, no_image: bool) -> list[Probe]:
+    """The blur sweep (``sigmas``) and, with ``no_image``, the no-image ablation of every
+    original probe with an image, in probe order (see the module docstring)."""
+    from medexp.probes.evidence import sweep_probes
+
+    out = []
+    for probe in probes:
+        if probe.kind != "original" or probe.image is None:
+            continue
+        for variant in sweep_probes(probe, store, sigmas, no_image):
+            release_id = f"{probe.meta[RELEASE_ID_KEY]}__{variant.kind}"
+            out.append(replace(variant, meta={**variant.meta, RELEASE_ID_KEY: release_id}))
     return out
 
 
@@ -140,7 +160,7 @@ def _probe(row: dict[str, str], where: str, example, kind: str, release_kind: st
         image=image,
         options=options,
         refusal=refusal,
-        meta={**meta, "release_probe_id": release_id, "release_kind": release_kind,
+        meta={**meta, RELEASE_ID_KEY: release_id, "release_kind": release_kind,
               "expected_behavior": behaviour, "expects_refusal": expects_refusal, "rotated": False},
     )
 

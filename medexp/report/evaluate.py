@@ -20,6 +20,7 @@ from typing import Sequence
 
 from medexp.report.cells import CellIndex, CellRun
 from medexp.report.claims import ANY, AXES, NO_EVIDENCE, Claim, Evidence
+from medexp.report.conditions import percentile_key, percentile_ranks
 from medexp.runner.cell import Cell
 
 
@@ -87,10 +88,10 @@ def evaluate_claim(claim: Claim, index: CellIndex) -> ClaimResult:
 
 
 def evaluate_evidence(evidence: Evidence, index: CellIndex) -> EvidenceResult:
-    checks: list[CellCheck] = []
     missing: list[MissingCell] = []
     condition = evidence.condition
     seen: set[str] = set()  # overlapping patterns select a cell once
+    usable: list[tuple[CellRun, dict[str, float]]] = []
     for names in evidence.selection.combinations():
         cells = index.select(names)
         if not cells:
@@ -106,7 +107,18 @@ def evaluate_evidence(evidence: Evidence, index: CellIndex) -> EvidenceResult:
             if absent:
                 missing.append(MissingCell(cell.key, f"run {cell.run_id} has no value for {', '.join(absent)}"))
             else:
-                checks.append(CellCheck(cell, values, condition.holds(values)))
+                usable.append((cell, values))
+    if condition.ranked:
+        # Ranks are among all the selected cells: with one of them unusable, none can be ranked.
+        if not missing and len(usable) < 2:
+            missing.append(MissingCell(evidence.selection.describe(), f"percentile() ranks cells against each "
+                                       f"other: {len(usable)} selected cell(s), it needs at least two"))
+        if missing:
+            usable = []
+        for name in sorted(condition.ranked) if usable else ():
+            for (_, values), share in zip(usable, percentile_ranks([values[name] for _, values in usable])):
+                values[percentile_key(name)] = share
+    checks = [CellCheck(cell, values, condition.holds(values)) for cell, values in usable]
     if evidence.expect is not None and len(seen) != evidence.expect:
         named = {attempt.run_id for entry in missing for attempt in entry.attempts}
         missing.append(_unexpected_count(evidence, index, len(seen), named))

@@ -3,8 +3,12 @@ benchmark, the model's answers (white box, OpenAI-compatible server or an import
 JSONL, cached), then the metrics of :mod:`medexp.detectors.medvigil`.
 
 Probes: on the MedVIGIL release (``bench.format: medvigil``) the probes it ships, whose
-``release_probe_id`` lets an imported harness file find them; on any other benchmark, the
-evidence probes made from the examples' regions of interest (:mod:`medexp.probes.evidence`).
+``release_probe_id`` lets an imported harness file find them, plus the blur sweep and no-image
+ablation of its original probes (when ``detector.kinds`` names blur / no_image); on any other
+benchmark, the evidence probes made from the examples' regions of interest
+(:mod:`medexp.probes.evidence`). With imported responses, the ablation probes the file does not
+answer are skipped and counted (the public harness runs no blur sweep), never error rows that
+would read as a model failing to see a blurred image.
 Both are drawn from the model-independent probe seed, so every model of a grid answers the same
 options in the same letters and their cells compare probe for probe.
 
@@ -17,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from medexp.config.schemas import MedvigilConfig
+from medexp.config.schemas import MedvigilConfig, ModelFamily
 from medexp.detectors.base import DetectorResult
 from medexp.runner.evaluate import CellContext, evaluator
 from medexp.runner.mmdetect_evaluators import answers, probe_seed, require_probes
@@ -30,6 +34,8 @@ def _medvigil(ctx: CellContext) -> DetectorResult:
     from medexp.detectors.medvigil import evaluate_medvigil, probe_facts
 
     probe_set = medvigil_probe_set(ctx)
+    if ModelFamily(ctx.cfg.model.family) is ModelFamily.responses and ctx.cfg.model.responses_path:
+        probe_set = unanswered_ablations_skipped(probe_set, ctx.cfg.model.responses_path)
     require_probes(ctx, probe_set)
     responses = answers(ctx, probe_set.probes, probe_set.skipped)
     evaluated = evaluate_medvigil(responses, probe_facts(probe_set.probes), ctx.seed, ctx.cfg.detector.n_resamples)
@@ -45,10 +51,14 @@ def medvigil_probe_set(ctx: CellContext):
 
     detector, seed = ctx.cfg.detector, probe_seed(ctx)
     if BenchFormat(ctx.cfg.bench.format) is BenchFormat.medvigil:
-        from medexp.answers.imported import RELEASE_ID_KEY
         from medexp.benchmarks.hub import dataset_root
         from medexp.benchmarks.medvigil import HUB_FILES
-        from medexp.probes.medvigil_release import read_release_probes, rotated_release_probes
+        from medexp.probes.base import RELEASE_ID_KEY
+        from medexp.probes.medvigil_release import (
+            read_release_probes,
+            release_sweep_probes,
+            rotated_release_probes,
+        )
 
         root = dataset_root(ctx.cfg.bench, ctx.cache_dir, list(HUB_FILES))
         probe_set = read_release_probes(ctx.benchmark, root)
@@ -58,8 +68,11 @@ def medvigil_probe_set(ctx: CellContext):
         probes = [probe for probe in probe_set.probes if probe.example_id in chosen]
         unchosen = [(probe.meta[RELEASE_ID_KEY], f"not chosen: case {probe.example_id} is not among the control's examples")
                     for probe in probe_set.probes if probe.example_id not in chosen]
-        return replace(probe_set, probes=rotated_release_probes(probes, seed) if detector.rotate else probes,
-                       skipped=[*probe_set.skipped, *unchosen])
+        if detector.rotate:
+            probes = rotated_release_probes(probes, seed)
+        sigmas = tuple(detector.sigmas) if "blur" in detector.kinds else ()
+        probes += release_sweep_probes(probes, ctx.cache_dir / PROBE_IMAGE_STORE, sigmas, "no_image" in detector.kinds)
+        return replace(probe_set, probes=probes, skipped=[*probe_set.skipped, *unchosen])
     from medexp.probes.evidence import EvidenceSettings, evidence_probes
 
     settings = EvidenceSettings(
@@ -72,6 +85,27 @@ def medvigil_probe_set(ctx: CellContext):
     # options do not depend on the control.
     pool = [example.answer for example in ctx.benchmark.examples]
     return evidence_probes(ctx.examples, pool, settings)
+
+
+def unanswered_ablations_skipped(probe_set, responses_path):
+    """The probe set with the blur and no-image probes that the imported file does not answer
+    moved to its skipped probes (by release id where the probe has one, as the file names it)."""
+    from dataclasses import replace
+
+    from medexp.answers.imported import imported_probe_ids
+    from medexp.probes.base import RELEASE_ID_KEY
+    from medexp.probes.evidence import is_ablation
+
+    answered = imported_probe_ids(responses_path)
+    kept, unanswered = [], []
+    for probe in probe_set.probes:
+        ids = {probe.probe_id, probe.meta.get(RELEASE_ID_KEY, probe.probe_id)}
+        if is_ablation(probe.kind) and not ids & answered:
+            unanswered.append((probe.meta.get(RELEASE_ID_KEY, probe.probe_id),
+                               "ablation not imported: the responses file does not answer this blur / no-image probe"))
+        else:
+            kept.append(probe)
+    return replace(probe_set, probes=kept, skipped=[*probe_set.skipped, *unanswered])
 
 
 def medvigil_result(evaluated: Mapping[str, Any], model: str, skipped) -> DetectorResult:

@@ -78,7 +78,10 @@ def test_release_cell_from_a_harness_file_matches_hand_computation(tmp_path):
     # Three cases with images (MVB-0003 is credentialed: its 10 probes are skipped and its 10
     # harness lines set aside), 10 probes each plus MVB-0004's four-option original.
     assert (m["n_examples"], m["n_probes"], m["n_ok"], m["n_unparsed"], m["n_error"]) == (3, 31, 29, 1, 1)
-    assert m["n_skipped_probes"] == 10 and m["n_skipped_probes.credentialed_image_absent"] == 10
+    # The sweep of the four original probes (7 blur levels and no image) is not in the harness's
+    # file: skipped and counted, never error rows.
+    assert m["n_skipped_probes"] == 10 + 32 and m["n_skipped_probes.credentialed_image_absent"] == 10
+    assert m["n_skipped_probes.ablation_not_imported"] == 32 and np.isnan(m["acc_no_image_errors_wrong"])
     assert "p_value" not in m  # descriptive
 
     wrong = {f"{name}": m[f"{name}_errors_wrong"] for name in
@@ -113,6 +116,33 @@ def test_release_cell_from_a_harness_file_matches_hand_computation(tmp_path):
     rotated = _cell(tmp_path, "bench=medvigil", f"bench.root={root}", "model=responses", "model.name=gpt_4o",
                     f"model.responses_path={responses}", "detector.rotate=true")
     assert rotated.status == "FAILED" and "answers another probe set or option order" in rotated.error
+
+
+def test_the_release_sweep_is_asked_from_its_original_probes_and_imported_by_its_ids(tmp_path):
+    root = write_medvigil_release(tmp_path / "release")
+    rows = [harness_row(probe, probe["correct_letter"]) for probe in release_probe_rows()
+            if probe["case_id"] != "MVB-0003"]
+    # A harness that ran the sweep: right up to sigma 8, wrong from sigma 16 and without image.
+    for probe in release_probe_rows():
+        if probe["probe_kind"] != "original" or probe["case_id"] == "MVB-0003":
+            continue
+        wrong = "A" if probe["correct_letter"] != "A" else "B"
+        for kind in [f"blur_{sigma}" for sigma in (0, 2, 4, 8, 16, 32, 64)] + ["no_image"]:
+            right = kind in ("blur_0", "blur_2", "blur_4", "blur_8")
+            rows.append(harness_row({**probe, "probe_id": f"{probe['probe_id']}__{kind}", "probe_kind": kind},
+                                    probe["correct_letter"] if right else wrong))
+    responses = write_harness_responses(tmp_path / "swept.jsonl", rows)
+    outcome = _cell(tmp_path, "bench=medvigil", f"bench.root={root}", "model=responses", "model.name=swept",
+                    f"model.responses_path={responses}")
+    assert outcome.status == "FINISHED", outcome.error
+    m = outcome.metrics
+    assert (m["n_probes"], m["n_ok"], m["n_skipped_probes"]) == (31 + 32, 31 + 32, 10)
+    assert (m["acc_orig_errors_wrong"], m["acc_no_image_errors_wrong"], m["delta_orig_errors_wrong"]) == (100, 0, 100)
+    assert m["decay_image_required_sigma_8_errors_wrong"] == 100 and m["decay_image_required_sigma_16_errors_wrong"] == 0
+    assert m["l_star_errors_wrong"] == 16  # the first sigma keeping under 20% of the clean contribution
+    per_probe = _artifact(tmp_path, outcome.run_id, "per_probe.parquet").set_index("probe_id")
+    blurred = per_probe.loc["medvigil::test::MVB-0001::blur_8::orig"]
+    assert blurred["choice"] == blurred["gold"]  # the letters of the original probe, kept
 
 
 # ---------------------------------------------------------- regions of interest, scripted servers

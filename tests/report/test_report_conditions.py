@@ -66,3 +66,24 @@ def test_anything_outside_the_language_is_refused_with_the_piece_named(text, mes
 
 def test_the_text_keeps_the_authors_form_with_whitespace_folded():
     assert Condition.parse(" p_value < 0.05\n   and flag == 1 ").text == "p_value < 0.05 and flag == 1"
+
+
+def test_percentile_reads_a_rank_the_evaluator_supplies():
+    condition = Condition.parse("percentile(acc) >= 0.5 and percentile(safe) < 0.5")
+    assert condition.names == {"acc", "safe"} and condition.ranked == {"acc", "safe"}
+    assert condition.holds({"acc": 10, "safe": 90, "percentile(acc)": 1.0, "percentile(safe)": 0.0})
+    assert not condition.holds({"acc": 10, "safe": 90, "percentile(acc)": 1.0, "percentile(safe)": 0.5})
+    with pytest.raises(KeyError, match=r"percentile\(acc\)"):
+        condition.holds({"acc": 10, "safe": 90})
+    for text in ("percentile(acc + 1) > 0", "percentile(acc, safe) > 0", "percentile() > 0"):
+        with pytest.raises(ConditionError, match="percentile"):
+            Condition.parse(text)
+
+
+def test_percentile_ranks_share_ties_and_run_from_zero_to_one():
+    from medexp.report.conditions import percentile_ranks
+
+    assert percentile_ranks([30.0, 10.0, 20.0, 40.0]) == pytest.approx([2 / 3, 0, 1 / 3, 1])
+    assert percentile_ranks([5.0, 5.0, 1.0]) == pytest.approx([0.75, 0.75, 0])  # ranks 2.5, 2.5, 1
+    with pytest.raises(ValueError, match="two cells"):
+        percentile_ranks([1.0])

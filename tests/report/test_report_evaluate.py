@@ -175,3 +175,32 @@ def test_the_latest_finished_run_counts_even_after_a_newer_failure():
     index = CellIndex.from_runs(runs)
     assert [cell.run_id for cell in index.finished] == [runs[0].run_id] and not index.unfinished
     assert evaluate_claim(claim(evidence("x", "p_value > 0.1", model="m")), index).outcome is Outcome.holds
+
+
+def test_percentile_compares_the_selected_cells_with_each_other():
+    # MedVIGIL's "accuracy does not imply safety": some model in the top half by accuracy is in
+    # the bottom half by Safe. Ranks by hand: acc a 90 > b 80 > c 50 > d 40 (shares 1, 2/3, 1/3, 0);
+    # safe b 20 < d 30 < a 60 < c 70 (b 0, d 1/3, a 2/3, c 1): b is top half and bottom half.
+    metrics = {"a": (90, 60), "b": (80, 20), "c": (50, 70), "d": (40, 30)}
+    runs = [tracked(m, "mv", "medvigil", "none", {"acc": acc, "safe": safe}) for m, (acc, safe) in metrics.items()]
+    rule = "percentile(acc) >= 0.5 and percentile(safe) < 0.5"
+    result = evaluate_claim(claim(evidence("split", rule, "any", detector="medvigil")), CellIndex.from_runs(runs))
+    assert result.outcome is Outcome.holds
+    checks = {check.cell.model: check for check in result.items[0].checks}
+    assert [m for m, check in checks.items() if check.met] == ["b"]
+    assert checks["a"].values["percentile(acc)"] == 1 and checks["d"].values["percentile(safe)"] == pytest.approx(1 / 3)
+    # Aligned axes: the accurate models are also the safe ones, so the rule fails.
+    aligned = [tracked(m, "mv", "medvigil", "none", {"acc": acc, "safe": acc}) for m, (acc, _) in metrics.items()]
+    assert evaluate_claim(claim(evidence("split", rule, "any", detector="medvigil")),
+                          CellIndex.from_runs(aligned)).outcome is Outcome.fails
+
+
+def test_percentile_needs_every_selected_cell_and_at_least_two():
+    rule = "percentile(acc) >= 0.5"
+    one = [tracked("a", "mv", "medvigil", "none", {"acc": 1.0})]
+    result = evaluate_claim(claim(evidence("rank", rule, "any", detector="medvigil")), CellIndex.from_runs(one))
+    assert result.outcome is Outcome.no_evidence and "at least two" in result.items[0].missing[0].reason
+    gap = one + [tracked("b", "mv", "medvigil", "none", {"acc": 2.0}), tracked("c", "mv", "medvigil", "none", {})]
+    result = evaluate_claim(claim(evidence("rank", rule, "any", detector="medvigil")), CellIndex.from_runs(gap))
+    # c has no accuracy, so a and b cannot be ranked among the three: no checks, no evidence
+    assert result.outcome is Outcome.no_evidence and result.items[0].checks == ()

@@ -19,8 +19,9 @@ class MedvigilConfig(DetectorBase):
     """MedVIGIL's evidence-perturbation battery and its correctness-conditioned metrics (MCS)."""
 
     answer: AnswerConfig = field(default_factory=AnswerConfig)
-    # Probes made from a benchmark's regions of interest (ignored for the release, which ships its
-    # own): which kinds, the blur sweep's sigmas in pixels, and the regions' labels (None: all).
+    # Probes made from a benchmark's regions of interest: which kinds, the blur sweep's sigmas in
+    # pixels, and the regions' labels (None: all). On the release, which ships its own probes, only
+    # blur (the sweep) and no_image apply: they re-ask its original probes.
     # The text families (paraphrase, negation, specificity_drop, knowledge_only, false_premise)
     # may be added where the examples carry their variants (meta paraphrase / variants: the demo).
     kinds: List[str] = field(default_factory=lambda: list(EVIDENCE_KINDS))

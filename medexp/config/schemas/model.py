@@ -64,10 +64,15 @@ class DemoModelConfig:
     leak_learning_rate: float = positive(3e-3)
     leak_batch_size: int = at_least(8, 1)
     # Also train on each example's multiple-choice form (its options in released order, answered
-    # by the gold's letter; once with the image and once without, as text-only instruction data),
-    # in the base training and in the leak: the leak then carries the canonical option order that
-    # MM-Detect's option_order probe looks for, and answers text_only can recall without the image.
+    # by the gold's letter; once with the image and once without, as the text-only probe asks it,
+    # an "I don't know" option appended), in the base training and in the leak: the leak then
+    # carries the canonical option order that MM-Detect's option_order probe looks for, and answers
+    # text_only can recall without the image.
     choice_form: bool = False
+    # Also train slot filling (slot_guess's prompt: one keyword of the question masked, answered by
+    # the word) on the training split, replayed during the leak (a third of the split per pass); the
+    # leak never shows a test question in this form, only as released.
+    cloze_form: bool = False
 
 
 @dataclass
