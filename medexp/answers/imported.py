@@ -16,6 +16,11 @@ The file is JSONL: one object per line, blank lines ignored. Fields read:
 - ``correct_letter`` (MedVIGIL), when present, must equal the probe's gold letter: a mismatch
   means the file answers another probe set or option order, and is refused.
 
+MedVIGIL's matched no-image ablation is a second harness file (``<model>__mcq_noimg.jsonl``,
+``model.responses_no_image_path``) whose lines carry the *original* probes' ids: they answer the
+``no_image`` probes made from those originals (meta ``source_release_id``); its other lines (the
+other kinds asked without the image) are set aside and counted.
+
 Other fields (case_id, probe_kind, latency, usage, ...) are ignored. A probe without a line
 becomes an ``error`` row ("no response imported for this probe"), so it stays in every
 denominator; a line naming a probe outside the cell's probe set, or a probe already answered on
@@ -28,6 +33,7 @@ content hash for the response cache key.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import logging
 from collections.abc import Collection, Sequence
 from pathlib import Path
@@ -37,7 +43,7 @@ from medexp.answers.parse import judge
 from medexp.answers.table import Status, response_row, response_table
 from medexp.benchmarks.digests import file_sha256
 from medexp.config.schemas.answers import AnswerMode, check_answer_config
-from medexp.probes.base import RELEASE_ID_KEY, option_letters
+from medexp.probes.base import RELEASE_ID_KEY, SOURCE_RELEASE_ID_KEY, option_letters
 
 log = logging.getLogger("medexp")
 
@@ -116,9 +122,11 @@ def imported_probe_ids(path: str | Path) -> set[str]:
     return ids
 
 
-def import_responses(path: str | Path, probes: Sequence, answer_cfg, skipped_ids: Collection[str] = ()):
+def import_responses(path: str | Path, probes: Sequence, answer_cfg, skipped_ids: Collection[str] = (),
+                     set_aside_as: str = "answer probes this cell skipped (see its skipped table)"):
     """The response table of ``probes`` (one row per probe, in probe order) from the JSONL ``path``;
-    lines naming one of ``skipped_ids`` (probes the cell could not make) are set aside."""
+    lines naming one of ``skipped_ids`` (probes the cell could not make) are set aside, counted in
+    a warning that says they ``set_aside_as``."""
     check_answer_config(answer_cfg)
     if AnswerMode(answer_cfg.mode) is not AnswerMode.generate:
         raise ValueError(f"answer.mode={AnswerMode(answer_cfg.mode).value}: imported responses are generated "
@@ -162,8 +170,7 @@ def import_responses(path: str | Path, probes: Sequence, answer_cfg, skipped_ids
             if given is not None and row["response"] != given and probe.is_choice and given.upper() != row["choice"]:
                 overruled += 1
     if set_aside:
-        log.warning("%s: %d line(s) answer probes this cell skipped (see its skipped table); set aside",
-                    path, set_aside)
+        log.warning("%s: %d line(s) %s; set aside", path, set_aside, set_aside_as)
     if overruled:
         log.warning("%s: on %d row(s) the strict parser read the raw reply differently from the letter the file "
                     "recorded; the parser's reading is used", path, overruled)
@@ -178,7 +185,7 @@ def import_responses(path: str | Path, probes: Sequence, answer_cfg, skipped_ids
 
 
 def import_model_responses(probes: Sequence, model_cfg, answer_cfg, skipped_ids: Collection[str] = ()):
-    """The response table of ``probes`` from the file of a ``responses`` model config."""
+    """The response table of ``probes`` from the file(s) of a ``responses`` model config."""
     from medexp.config.schemas import ModelFamily
 
     if ModelFamily(model_cfg.family) is not ModelFamily.responses:
@@ -186,4 +193,35 @@ def import_model_responses(probes: Sequence, model_cfg, answer_cfg, skipped_ids:
                          "responses need family responses")
     if not model_cfg.responses_path:
         raise ValueError(f"model={model_cfg.name}: set model.responses_path to the JSONL file of its responses")
-    return import_responses(model_cfg.responses_path, probes, answer_cfg, skipped_ids)
+    if not model_cfg.get("responses_no_image_path"):
+        return import_responses(model_cfg.responses_path, probes, answer_cfg, skipped_ids)
+    return _with_no_image_file(model_cfg.responses_path, model_cfg.responses_no_image_path, list(probes), answer_cfg,
+                               skipped_ids)
+
+
+def no_image_source(probe) -> Optional[str]:
+    """The release id a no-image harness file names ``probe`` by (its original's), or None."""
+    return probe.meta.get(SOURCE_RELEASE_ID_KEY) if probe.kind == "no_image" else None
+
+
+def _with_no_image_file(path, blind_path, probes: list, answer_cfg, skipped_ids: Collection[str]):
+    """The no_image probes answered from the no-image file by their originals' ids, every other
+    probe from ``path`` (see the module docstring)."""
+    import pandas as pd
+
+    from medexp.answers.table import as_response_table
+
+    blind = [probe for probe in probes if no_image_source(probe)]
+    if not blind:
+        raise ValueError(f"model.responses_no_image_path={blind_path}: the cell has no no_image probe made from a "
+                         "release's original probe (bench=medvigil with no_image in detector.kinds)")
+    blind_ids = {probe.probe_id for probe in blind}
+    by_source = [replace(probe, meta={**probe.meta, RELEASE_ID_KEY: no_image_source(probe)}) for probe in blind]
+    others = imported_probe_ids(blind_path) - {no_image_source(probe) for probe in blind}
+    seeing = import_responses(path, [probe for probe in probes if probe.probe_id not in blind_ids], answer_cfg,
+                              skipped_ids)
+    unseeing = import_responses(blind_path, by_source, answer_cfg, {*skipped_ids, *others},
+                                "answer other probes than the originals without the image (only theirs are used)")
+    ids = [probe.probe_id for probe in probes]
+    table = pd.concat([seeing, unseeing], ignore_index=True).set_index("probe_id", drop=False).loc[ids]
+    return as_response_table(table.reset_index(drop=True), ids)

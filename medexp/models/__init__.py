@@ -52,13 +52,16 @@ def checkpoint_fingerprint(location: str, cache_dir: str | Path) -> str | None:
 def weights_fingerprint(model_cfg, cache_dir: str | Path) -> str | None:
     """The fingerprint of a model's local weights (a demo model is built first if needed), or
     None when there are none to read: a hub id, a calibration-model member, ``model=none``. An
-    imported-responses model's "weights" are its responses file: the hash of its content."""
+    imported-responses model's "weights" are its responses file(s): the hash of their content."""
     from medexp.config.schemas import ModelFamily, ModelSource
 
     if model_cfg.get("family") == ModelFamily.responses.value and model_cfg.get("responses_path"):
         from medexp.answers.imported import responses_digest
+        from medexp.hashing import stable_hash
 
-        return responses_digest(model_cfg.responses_path)
+        files = [model_cfg.responses_path, model_cfg.get("responses_no_image_path")]
+        digests = [responses_digest(path) for path in files if path]
+        return digests[0] if len(digests) == 1 else stable_hash(digests, length=64)
     source = ModelSource(model_cfg.source)
     if source is ModelSource.synthetic or (source is ModelSource.hub and not model_cfg.pretrained):
         return None

@@ -20,7 +20,8 @@ under the root, anything else under ``images/``, empty for no image).
   the release does not ship as probes: every original probe with an image re-asked blurred at
   each sigma and without its image, options and letters kept. Their release ids extend the
   original's (``MVB-0001__original__blur_8``, ``MVB-0001__original__no_image``), so a harness
-  that runs the sweep can name them in its JSONL.
+  that runs the sweep can name them in its JSONL; the harness's own no-image file names the
+  originals instead (``model.responses_no_image_path``, :mod:`medexp.answers.imported`).
 * Probes of a skipped case (credentialed image absent, ...) are skipped with the case's reason;
   probes whose own image is absent or broken are skipped too, all counted in the
   :class:`ProbeSet`. A case id that the manifest does not list is an error.
@@ -40,7 +41,7 @@ from medexp.benchmarks.medvigil import (
     read_csv,
     resolve_image,
 )
-from medexp.probes.base import LETTERS, RELEASE_ID_KEY, Probe
+from medexp.probes.base import LETTERS, RELEASE_ID_KEY, SOURCE_RELEASE_ID_KEY, Probe
 from medexp.probes.options import OptionSet, letter_rng, rotate_options
 from medexp.probes.sets import ProbeSet
 
@@ -131,8 +132,9 @@ def release_sweep_probes(probes: list[Probe], store: Path, sigmas, no_image: boo
         if probe.kind != "original" or probe.image is None:
             continue
         for variant in sweep_probes(probe, store, sigmas, no_image):
-            release_id = f"{probe.meta[RELEASE_ID_KEY]}__{variant.kind}"
-            out.append(replace(variant, meta={**variant.meta, RELEASE_ID_KEY: release_id}))
+            source = probe.meta[RELEASE_ID_KEY]
+            out.append(replace(variant, meta={**variant.meta, RELEASE_ID_KEY: f"{source}__{variant.kind}",
+                                              SOURCE_RELEASE_ID_KEY: source}))
     return out
 
 

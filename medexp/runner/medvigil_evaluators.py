@@ -35,7 +35,8 @@ def _medvigil(ctx: CellContext) -> DetectorResult:
 
     probe_set = medvigil_probe_set(ctx)
     if ModelFamily(ctx.cfg.model.family) is ModelFamily.responses and ctx.cfg.model.responses_path:
-        probe_set = unanswered_ablations_skipped(probe_set, ctx.cfg.model.responses_path)
+        probe_set = unanswered_ablations_skipped(probe_set, ctx.cfg.model.responses_path,
+                                                 ctx.cfg.model.responses_no_image_path)
     require_probes(ctx, probe_set)
     responses = answers(ctx, probe_set.probes, probe_set.skipped)
     evaluated = evaluate_medvigil(responses, probe_facts(probe_set.probes), ctx.seed, ctx.cfg.detector.n_resamples)
@@ -87,20 +88,22 @@ def medvigil_probe_set(ctx: CellContext):
     return evidence_probes(ctx.examples, pool, settings)
 
 
-def unanswered_ablations_skipped(probe_set, responses_path):
-    """The probe set with the blur and no-image probes that the imported file does not answer
-    moved to its skipped probes (by release id where the probe has one, as the file names it)."""
+def unanswered_ablations_skipped(probe_set, responses_path, no_image_path=None):
+    """The probe set with the blur and no-image probes that the imported files do not answer
+    moved to its skipped probes (by release id where the probe has one, as the file names it; a
+    no-image file names a no_image probe by its original's id)."""
     from dataclasses import replace
 
-    from medexp.answers.imported import imported_probe_ids
+    from medexp.answers.imported import imported_probe_ids, no_image_source
     from medexp.probes.base import RELEASE_ID_KEY
     from medexp.probes.evidence import is_ablation
 
     answered = imported_probe_ids(responses_path)
+    answered_blind = imported_probe_ids(no_image_path) if no_image_path else set()
     kept, unanswered = [], []
     for probe in probe_set.probes:
         ids = {probe.probe_id, probe.meta.get(RELEASE_ID_KEY, probe.probe_id)}
-        if is_ablation(probe.kind) and not ids & answered:
+        if is_ablation(probe.kind) and not ids & answered and no_image_source(probe) not in answered_blind:
             unanswered.append((probe.meta.get(RELEASE_ID_KEY, probe.probe_id),
                                "ablation not imported: the responses file does not answer this blur / no-image probe"))
         else:

@@ -145,6 +145,31 @@ def test_the_release_sweep_is_asked_from_its_original_probes_and_imported_by_its
     assert blurred["choice"] == blurred["gold"]  # the letters of the original probe, kept
 
 
+def test_the_harness_no_image_file_answers_the_no_image_probes_by_the_originals_ids(tmp_path):
+    root = write_medvigil_release(tmp_path / "release")
+    answered = [probe for probe in release_probe_rows() if probe["case_id"] != "MVB-0003"]
+    responses = write_harness_responses(tmp_path / "m__mcq.jsonl", [harness_row(p, p["correct_letter"]) for p in answered])
+    # The harness's no-image run: every probe again, same ids, asked without the image. Without
+    # the image this model is right on MVB-0004's two originals only (2 of 4).
+    blind = [harness_row(p, p["correct_letter"] if p["case_id"] == "MVB-0004" else "E") for p in answered]
+    blind_file = write_harness_responses(tmp_path / "m__mcq_noimg.jsonl", blind)
+    outcome = _cell(tmp_path, "bench=medvigil", f"bench.root={root}", "model=responses", "model.name=m",
+                    f"model.responses_path={responses}", f"model.responses_no_image_path={blind_file}")
+    assert outcome.status == "FINISHED", outcome.error
+    m = outcome.metrics
+    # 31 released probes plus the 4 originals without the image; the blur sweep is not imported.
+    assert (m["n_probes"], m["n_error"], m["n_skipped_probes.ablation_not_imported"]) == (35, 0, 28)
+    assert (m["acc_no_image_errors_wrong"], m["delta_orig_errors_wrong"]) == (50, 50)
+    per_probe = _artifact(tmp_path, outcome.run_id, "per_probe.parquet").set_index("probe_id")
+    assert per_probe.loc["medvigil::test::MVB-0001::no_image::orig", "choice"] == "E"
+    # A changed no-image file is another model's answers: the cell is not reused.
+    blind_file.write_text(blind_file.read_text().replace('": "E"', '": "A"'))  # the reply and the letter
+    again = _cell(tmp_path, "bench=medvigil", f"bench.root={root}", "model=responses", "model.name=m",
+                  f"model.responses_path={responses}", f"model.responses_no_image_path={blind_file}")
+    assert again.status == "FINISHED" and again.run_id != outcome.run_id
+    assert again.metrics["acc_no_image_errors_wrong"] == 100  # the originals' gold is A, as released
+
+
 # ---------------------------------------------------------- regions of interest, scripted servers
 
 N_CASES = 12

@@ -107,6 +107,9 @@ class ModelConfig:
     retry_backoff_max: float = at_least(60.0, 0.0)  # cap on one computed delay (a server's Retry-After is honoured as given)
     # family responses: a JSONL file of answers produced elsewhere (medexp.answers.imported).
     responses_path: Optional[str] = None
+    # MedVIGIL's matched no-image file (<model>__mcq_noimg.jsonl): its lines, named by the original
+    # probes' ids, answer the no_image probes of bench=medvigil.
+    responses_no_image_path: Optional[str] = None
     train: Optional[TrainSpec] = None  # source trained: how the model is trained (medexp.train)
     # The model config of this model's independent counterpart in a differential audit (trained
     # from the same initialisation without the canaries): the memorization and membership
