@@ -33,9 +33,9 @@ content hash for the response cache key.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 import logging
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional
 

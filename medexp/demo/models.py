@@ -201,11 +201,12 @@ def _passes(processor, examples, demo_cfg, epochs: int) -> list[_Sample]:
         choices = [ex for ex in examples if ex.options]
         vqa += [_vqa_sample(processor, choice_form(ex)) for ex in choices]
         vqa += [_vqa_sample(processor, text_only_form(ex), False) for ex in choices]
+    source = _keywords(examples) if demo_cfg.cloze_form else None
     pool: list[_Sample] = []
     for epoch in range(epochs):
         pool += vqa + _documents(processor, examples, demo_cfg, offset=epoch)
-        if demo_cfg.cloze_form:
-            pool += _cloze_samples(processor, examples, _keywords(examples), demo_cfg, epoch)
+        if source is not None:
+            pool += _cloze_samples(processor, examples, source, demo_cfg, epoch)
     return pool
 
 
