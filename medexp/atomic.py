@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -33,3 +35,33 @@ def atomic_write_parquet(frame, path: Path) -> None:
     """Write a pandas DataFrame as parquet (without its index), atomically."""
     with atomic_path(path) as tmp:
         frame.to_parquet(tmp, index=False)
+
+
+def build_directory_once(target: Path, manifest: str, build: Callable[[Path], dict]) -> Path:
+    """``target``, built first unless ``target/manifest`` exists.
+
+    ``build(staging)`` fills an empty staging directory beside ``target`` and returns the record to
+    store as ``manifest`` (JSON), written last; the staging directory is then renamed into place.
+    A file lock makes concurrent processes build once (the others wait and find it complete), and a
+    build that fails or is interrupted leaves no directory that looks complete.
+    """
+    from filelock import FileLock
+
+    target = Path(target)
+    if (target / manifest).is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target) + ".lock"):
+        if (target / manifest).is_file():  # another process built it while this one waited
+            return target
+        staging = target.parent / f".{target.name}.tmp-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        try:
+            staging.mkdir()
+            record = build(staging)
+            (staging / manifest).write_text(json.dumps(record, indent=1), encoding="utf-8")
+            shutil.rmtree(target, ignore_errors=True)  # an incomplete directory of an earlier attempt
+            os.replace(staging, target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return target

@@ -10,6 +10,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from medexp.hashing import stable_hash
+from medexp.portable import kernel_settings
 from medexp.runner.cell import Cell
 from medexp.runner.evaluate import evaluate
 from medexp.runner.inputs import load_inputs
@@ -95,6 +96,8 @@ def run_cell(cfg: DictConfig, parent_run_id: str | None = None, tracker=None) ->
                 if load_error is not None:
                     raise load_error
                 metrics, files, warnings = _compute(cfg, cell, inputs)
+                # after the work, so the kernels torch chose for it are known
+                tracker.set_tags(run_id, {f"medexp.kernel.{name}": value for name, value in kernel_settings().items()})
                 tracker.log_metrics(run_id, metrics)
                 tracker.log_files(run_id, files)
                 if warnings:

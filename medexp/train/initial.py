@@ -8,9 +8,6 @@ makes "identical initialisation" a fact about files rather than about two random
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
 from pathlib import Path
 from typing import Sequence
 
@@ -31,7 +28,7 @@ def uses_lora(spec) -> bool:
 
 def initial_state_dir(spec, classes: Sequence[str], cache_dir: str | Path) -> Path:
     """Build (once) the initial state of ``spec``'s pairs for these classes; return its directory."""
-    from filelock import FileLock
+    from medexp.atomic import build_directory_once
 
     settings = {
         "init": init_settings(spec.init),
@@ -40,19 +37,12 @@ def initial_state_dir(spec, classes: Sequence[str], cache_dir: str | Path) -> Pa
         "lora": OmegaConf.to_container(spec.lora, resolve=True) if uses_lora(spec) else None,
     }
     target = Path(cache_dir) / "trained" / f"init-s{spec.seed}-{stable_hash([INIT_VERSION, settings])}"
-    if (target / _MANIFEST).is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(target) + ".lock"):
-        if (target / _MANIFEST).is_file():  # another process built it while this one waited
-            return target
-        staging = target.parent / f".{target.name}.tmp-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
+
+    def build(staging: Path) -> dict:
         _build(spec, list(classes), staging, cache_dir)
-        (staging / _MANIFEST).write_text(json.dumps(settings, indent=1))  # last: marks it complete
-        shutil.rmtree(target, ignore_errors=True)
-        os.replace(staging, target)
-    return target
+        return settings
+
+    return build_directory_once(target, _MANIFEST, build)
 
 
 def init_settings(init) -> dict:

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -39,29 +37,17 @@ def spec_settings(spec) -> dict[str, Any]:
 
 def trained_model_dir(spec, cache_dir: str | Path) -> Path:
     """Train (once) the model ``spec`` describes and return its directory."""
-    from filelock import FileLock
+    from medexp.atomic import build_directory_once
 
     settings = spec_settings(spec)
     name = f"{settings['method']}-{settings['arm']}-s{settings['seed']}-{stable_hash([BUILDER_VERSION, settings])}"
-    target = Path(cache_dir) / "trained" / name
-    if (target / MANIFEST).is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(target) + ".lock"):
-        if (target / MANIFEST).is_file():
-            return target
-        staging = target.parent / f".{target.name}.tmp-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
-        try:
-            report = _train(spec, cache_dir, staging)
-            text = json.dumps({"builder": BUILDER_VERSION, "spec": settings, **report}, indent=1)
-            (staging / MANIFEST).write_text(text, encoding="utf-8")  # last: marks the model complete
-            shutil.rmtree(target, ignore_errors=True)
-            os.replace(staging, target)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-    log.info("trained model ready in %.0f s: %s", report["seconds"], target)
-    return target
+
+    def build(staging: Path) -> dict[str, Any]:
+        report = _train(spec, cache_dir, staging)
+        log.info("trained model ready in %.0f s: %s", report["seconds"], name)
+        return {"builder": BUILDER_VERSION, "spec": settings, **report}
+
+    return build_directory_once(Path(cache_dir) / "trained" / name, MANIFEST, build)
 
 
 def read_manifest(model_dir: str | Path) -> dict[str, Any]:

@@ -4,6 +4,7 @@ directory, give a tree in which the default config composes (hydra_plugins inclu
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -66,3 +67,29 @@ def test_a_missing_copy_line_would_be_caught(tmp_path):
     result = subprocess.run([sys.executable, "-c", _COMPOSE, str(app)], env=env, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode != 0
+
+
+def _run_lines(dockerfile: Path) -> list[str]:
+    """The shell commands of the Dockerfile's RUN instructions, continuation lines joined."""
+    text = dockerfile.read_text().replace("\\\n", " ")
+    return [line.split(None, 1)[1] for line in text.splitlines() if line.split()[:1] == ["RUN"]]
+
+
+def test_the_image_installs_the_lock_with_its_hashes_on_the_locks_python():
+    """The image installs what the README installs: requirements.lock, hashes required, then the
+    package without dependencies, on the Python version the lock was compiled for."""
+    dockerfile = REPO / "Dockerfile"
+    assert "requirements.lock" in copied_paths(dockerfile)
+    commands = " && ".join(_run_lines(dockerfile))
+    installs = [step.strip() for step in commands.split("&&") if " install " in f" {step} " and "pip" in step]
+    assert any("--require-hashes" in step and "-r requirements.lock" in step for step in installs), installs
+    package = [step for step in installs if step.endswith(" -e .") or " -e . " in step]
+    assert package and all("--no-deps" in step for step in package), installs
+    assert all("-r requirements.lock" in step or "--no-deps" in step for step in installs), (
+        f"a pip install outside the lock: {installs}")
+    lock_python = re.search(r"--python-version (\d+\.\d+)", (REPO / "scripts" / "lock.sh").read_text()).group(1)
+    base = next(line.split()[1] for line in dockerfile.read_text().splitlines() if line.startswith("FROM "))
+    assert re.match(rf"python:{re.escape(lock_python)}\b", base), (base, lock_python)
+    pins = re.findall(r"^([A-Za-z0-9_.-]+)==\S+ \\\n((?:\s+--hash=sha256:\w+(?: \\)?\n)*)",
+                      (REPO / "requirements.lock").read_text(), flags=re.M)
+    assert pins and all(hashes.strip() for _, hashes in pins), [name for name, hashes in pins if not hashes.strip()]
