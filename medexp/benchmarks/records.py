@@ -163,11 +163,12 @@ def read_json(path: Path, expected: type, what: str) -> Any:
     return value
 
 
-def field_text(record: dict, key: str, where: str) -> tuple[str, Optional[str]]:
+def field_text(record: dict, key: str, where: str, as_field: str | None = None) -> tuple[str, Optional[str]]:
     """``(text, None)`` for a usable ``record[key]``: stripped text, numbers as their decimal text
     (``2`` -> ``"2"``). Otherwise ``("", reason)``, the reason naming ``where`` (the file and line
-    or row): ``missing <key>`` for an absent key or a null (never the text "None"), ``empty
-    <key>`` for an empty or blank string, ``malformed <key>`` for a nested value."""
+    or row): ``missing <field>`` for an absent key or a null (never the text "None"), ``empty
+    <field>`` for an empty or blank string, ``malformed <field>`` for a nested value, where
+    ``<field>`` is ``as_field`` (the example field the key fills: a caption is an answer) or the key."""
     if key not in record or record[key] is None:
         kind, problem = "missing", ("null" if key in record else "missing")
     elif isinstance(record[key], (dict, list, bool)):
@@ -176,13 +177,13 @@ def field_text(record: dict, key: str, where: str) -> tuple[str, Optional[str]]:
         kind, problem = "empty", f"empty ({record[key]!r})"
     else:
         return str(record[key]).strip(), None
-    return "", f"{kind} {key}: {where}: {key} is {problem}"
+    return "", f"{kind} {as_field or key}: {where}: {key} is {problem}"
 
 
 def text_field(record: dict, key: str, where: str, flaws: dict[str, str], as_field: str | None = None) -> str:
     """``record[key]`` as text (see :func:`field_text`), or ``""`` with the reason recorded in
     ``flaws`` under ``as_field`` (default ``key``): the example field it fills."""
-    text, problem = field_text(record, key, where)
+    text, problem = field_text(record, key, where, as_field)
     if problem:
         flaws.setdefault(as_field or key, problem)
     return text

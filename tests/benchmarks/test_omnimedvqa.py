@@ -116,14 +116,18 @@ def test_gold_answer(gt, options, expected):
     assert gold_answer(gt, options) == expected
 
 
-def test_missing_field_is_named(tmp_path):
+def test_a_row_missing_a_field_is_skipped_naming_it(tmp_path):
     root = tmp_path / "o"
     (root / "QA_information" / "Open-access").mkdir(parents=True)
-    record = qa("X", "X_1", "yes", ["yes", "no"], "Images/x.png")
-    del record["gt_answer"]
-    (root / "QA_information" / "Open-access" / "X.json").write_text(json.dumps([record]))
-    with pytest.raises(ValueError, match=r"X\.json\[0\]: missing field\(s\) \['gt_answer'\]"):
-        load_benchmark_from_config(cfg(root), tmp_path / "cache")
+    write_file(root / "Images" / "x.png", image_bytes(1))
+    records = [qa("X", f"X_{k}", "yes", ["yes", "no"], "Images/x.png") for k in range(3)]
+    del records[1]["gt_answer"], records[2]["image_path"]
+    (root / "QA_information" / "Open-access" / "X.json").write_text(json.dumps(records))
+    bench = load_benchmark_from_config(cfg(root, max_skipped_share=1), tmp_path / "cache")
+    assert [ex.example_id for ex in bench.examples] == ["omnimedvqa::train::X_0"]
+    assert [skip.reason.split(": ", 1)[0] for skip in bench.skipped] == ["missing answer", "missing field"]
+    assert bench.skipped[0].reason == f"missing answer: {root / 'QA_information/Open-access/X.json'}[1]: gt_answer is missing"
+    assert "X.json[2]: missing field(s) ['image_path']" in bench.skipped[1].reason
 
 
 def test_parquet_mirror_gives_the_same_examples(release, tmp_path):
