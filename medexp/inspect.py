@@ -158,9 +158,10 @@ def findings(summary: dict[str, Any]) -> list[str]:
         )
     other = {kind: count for kind, count in summary["skipped"].items() if kind not in (MISSING_IMAGE, CORRUPT_IMAGE)}
     if other:
-        first = next(row for row in summary["skipped_rows"] if row["reason"].split(":", 1)[0] in other)
-        notes.append(f"{sum(other.values())} row(s) skipped as unusable ({', '.join(f'{k}: {v}' for k, v in other.items())}), "
-                     f"e.g. {first['row']}: {first['reason']}")
+        first = next((row for row in summary["skipped_rows"] if row["reason"].split(":", 1)[0] in other), None)
+        example = f", e.g. {first['row']}: {first['reason']}" if first else ""
+        notes.append(f"{sum(other.values())} row(s) skipped as unusable "
+                     f"({', '.join(f'{kind}: {count}' for kind, count in other.items())}){example}")
     if summary.get("n_deduplicated"):
         notes.append(f"bench.dedup removed {summary['n_deduplicated']} row(s) repeating an earlier (image, question, "
                      f"answer) triple, e.g. {summary['deduplicated'][0]}")

@@ -114,10 +114,10 @@ def load_release(
     """Read the authors' ``pvqa_<split>.json`` in released order (see the module docstring)."""
     path = split_file(name, root, release_file(split))
     records = read_json(path, list, "a JSON list of image records (img_id, sentf, labelf)")
-    images = image_folder(root, image_dir or DEFAULT_IMAGE_DIR, cache_dir) / RELEASE_SPLITS[split]
+    folder = image_folder(root, image_dir or DEFAULT_IMAGE_DIR, cache_dir)  # images/ or the extracted images.zip
     removed: list[SkippedExample] = []
-    rows = _rows(records, path, images, removed if dedup else None)
-    benchmark = assemble(name, split, rows, max_examples, root, allow_outside_root, [path])
+    rows = _rows(records, path, folder / RELEASE_SPLITS[split], removed if dedup else None)
+    benchmark = assemble(name, split, rows, max_examples, folder, allow_outside_root, [path])
     benchmark.layout = RELEASE_LAYOUT
     benchmark.removed_duplicates = removed
     if dedup:
