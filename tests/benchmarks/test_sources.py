@@ -125,7 +125,7 @@ def test_local_format_needs_a_root(tmp_path):
 
 
 @pytest.mark.parametrize("overrides,message", [
-    (["bench=pathvqa", "bench.languages=[en]"], "bench.languages is only read by format(s) ['slake'], not hf_parquet"),
+    (["bench=pathvqa", "bench.languages=[en]"], "bench.languages is only read by format(s) ['slake'], not pathvqa"),
     (["bench=slake", "bench.subsample_n=5"], "bench.subsample_n is only read by format(s) ['image_set'], not slake"),
     (["bench=local", "bench.hub_id=x/y"], "bench.hub_id is only read by"),
     (["bench=pathvqa", "bench.format=hf_parquet", "bench.image_dir=imgs", "bench.dedup=null"],
