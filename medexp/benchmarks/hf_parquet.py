@@ -31,6 +31,7 @@ from medexp.benchmarks.images import MISSING_IMAGE, image_store, store_image_byt
 from medexp.benchmarks.records import SourceRow, assemble, text_field
 
 IMAGE_COLUMN = "image"
+HUB_LAYOUT = "hf_parquet"  # the layout name of a hub parquet copy, beside an authors' release
 _VQA_COLUMNS = ("question", "answer", IMAGE_COLUMN)
 
 
@@ -82,6 +83,23 @@ def local_shards(root: Path, split: str) -> list[ParquetShard]:
         )
     one_copy(chosen, split, str(root))
     return [ParquetShard(name, functools.partial(str, root / name)) for name in chosen]
+
+
+def release_or_hub_layout(root: Path, release_file: str, release_layout: str, split: str, release: str) -> str:
+    """``release_layout`` when ``root`` holds the authors' ``release_file``, :data:`HUB_LAYOUT` when
+    it holds parquet shards of ``split``, else an error naming both (``release`` describes the
+    authors' files) and what the folder holds: how a format reading both copies tells them apart."""
+    if (root / release_file).is_file():
+        return release_layout
+    try:
+        local_shards(root, split)
+    except FileNotFoundError:
+        found = sorted(path.name for path in root.iterdir())[:10]
+        raise FileNotFoundError(
+            f"bench.root={root} holds neither {release} nor hub parquet shards of split {split!r} "
+            f"(<dir>/{split}-*.parquet); it holds {found}"
+        ) from None
+    return HUB_LAYOUT
 
 
 def one_copy(names: list[str], split: str, where: str) -> None:

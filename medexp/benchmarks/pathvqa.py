@@ -47,7 +47,6 @@ from medexp.benchmarks.records import (
 log = logging.getLogger(__name__)
 
 RELEASE_LAYOUT = "pathvqa_release"
-HUB_LAYOUT = "hf_parquet"
 DEFAULT_IMAGE_DIR = "images"
 IMAGE_SUFFIX = ".jpg"
 TASK = "pvqa"  # the key of the questions and labels in sentf / labelf
@@ -68,20 +67,10 @@ def release_file(split: str) -> str:
 def detect_layout(root: Path, split: str) -> str:
     """``pathvqa_release`` when ``root`` holds the split's ``pvqa_<split>.json``, ``hf_parquet``
     when it holds parquet shards of the split, else an error naming both and what it holds."""
-    from medexp.benchmarks.hf_parquet import local_shards
+    from medexp.benchmarks.hf_parquet import release_or_hub_layout
 
-    if (root / release_file(split)).is_file():
-        return RELEASE_LAYOUT
-    try:
-        local_shards(root, HUB_SPLITS.get(split, split))
-    except FileNotFoundError:
-        found = sorted(path.name for path in root.iterdir())[:10]
-        raise FileNotFoundError(
-            f"bench.root={root} holds neither the authors' PathVQA files ({release_file(split)} beside "
-            f"{DEFAULT_IMAGE_DIR}/{RELEASE_SPLITS[split]}/) nor hub parquet shards of split "
-            f"{HUB_SPLITS.get(split, split)!r}; it holds {found}"
-        ) from None
-    return HUB_LAYOUT
+    release = f"the authors' PathVQA files ({release_file(split)} beside {DEFAULT_IMAGE_DIR}/{RELEASE_SPLITS[split]}/)"
+    return release_or_hub_layout(root, release_file(split), RELEASE_LAYOUT, HUB_SPLITS.get(split, split), release)
 
 
 def load(bench_cfg, cache_dir: Path) -> Benchmark:
@@ -97,7 +86,7 @@ def load(bench_cfg, cache_dir: Path) -> Benchmark:
     hub_cfg = bench_cfg.copy()
     hub_cfg.split = HUB_SPLITS.get(bench_cfg.split, bench_cfg.split)
     benchmark = hf_parquet.load(hub_cfg, cache_dir)
-    benchmark.layout = HUB_LAYOUT
+    benchmark.layout = hf_parquet.HUB_LAYOUT
     return benchmark
 
 

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from medexp.benchmarks.base import Benchmark
+from medexp.benchmarks.hf_parquet import HUB_LAYOUT
 from medexp.benchmarks.images import image_folder
 from medexp.benchmarks.records import (
     DUPLICATE_ID, RowProblem, SourceRow, assemble, problem_row, read_json, require_object, required_text, split_file,
@@ -47,7 +48,6 @@ from medexp.benchmarks.records import (
 RELEASE_JSON = "VQA_RAD Dataset Public.json"
 IMAGE_DIRS = ("VQA_RAD Image Folder", "images")  # the release's folder name, and the common rename
 OSF_LAYOUT = "vqa_rad_osf"
-HUB_LAYOUT = "hf_parquet"
 TEST_PHRASE_TYPES = frozenset({"test_freeform", "test_para"})
 SPLITS = ("test", "train")
 STRATA = ("answer_type", "image_organ", "question_type", "phrase_type")  # stripped
@@ -88,20 +88,13 @@ def load_hub(bench_cfg, cache_dir: Path) -> Benchmark:
 def detect_layout(root: Path, bench_cfg) -> str:
     """``vqa_rad_osf`` when ``root`` holds the release JSON, ``hf_parquet`` when it holds parquet
     shards of the split, else an error naming both and what the folder holds."""
-    from medexp.benchmarks.hf_parquet import local_shards
+    from medexp.benchmarks.hf_parquet import release_or_hub_layout
 
-    if (root / RELEASE_JSON).is_file():
-        return OSF_LAYOUT
+    release = f"the official VQA-RAD release ({RELEASE_JSON!r} beside {IMAGE_DIRS[0]!r}/)"
     try:
-        local_shards(root, bench_cfg.split)
-    except FileNotFoundError:
-        found = sorted(path.name for path in root.iterdir())[:10]
-        raise FileNotFoundError(
-            f"bench={bench_cfg.name}: bench.root={root} holds neither the official VQA-RAD release "
-            f"({RELEASE_JSON!r} beside {IMAGE_DIRS[0]!r}/) nor hub parquet shards of split "
-            f"{bench_cfg.split!r} (<dir>/{bench_cfg.split}-*.parquet); it holds {found}"
-        ) from None
-    return HUB_LAYOUT
+        return release_or_hub_layout(root, RELEASE_JSON, OSF_LAYOUT, bench_cfg.split, release)
+    except FileNotFoundError as error:
+        raise FileNotFoundError(f"bench={bench_cfg.name}: {error}") from None
 
 
 def load_release(
