@@ -10,10 +10,12 @@ Two layouts are read, the first one found under the root:
    columns, the image as a datasets ``Image`` column ``image`` or as ``image_path``.
 
 Options are the present ones of A..D, in letter order. ``gt_answer`` is normally the option text;
-a bare letter A-D is replaced by that option's text; a letter naming an absent option skips the
-row (counted), as does a row without question_id or image; an empty question or gt_answer is a
-flaw of the example (see :mod:`medexp.benchmarks.skips`). The id is ``question_id``; meta carries the other scalar fields (dataset,
-question_type, modality_type, image_path) and ``answer_letter``. ``bench.max_examples`` caps
+a bare letter A-D is replaced by that option's text. A row without question_id or image is
+skipped (counted); an empty question or gt_answer, or a gt_answer that is none of the options
+(a letter naming an absent option: "unmatched answer"), is a flaw of the example, skipped by a
+task that needs the answer (see :mod:`medexp.benchmarks.skips`). The id is ``question_id``;
+meta carries the other scalar fields (dataset, question_type, modality_type, image_path) and
+``answer_letter``. ``bench.max_examples`` caps
 the rows read, corrupt images included (the audit: first 5,000 rows, 4,999 usable).
 """
 
@@ -95,8 +97,9 @@ def _row(record: dict, where: str, image: dict[str, Any]) -> SourceRow:
     options = {letter: str(record[key]) for letter, key in zip(LETTERS, _OPTION_KEYS) if record.get(key) is not None}
     answer, letter = gold_answer(text_field(record, "gt_answer", where, flaws, as_field="answer"), options)
     if options and letter is None and "answer" not in flaws:
-        problem = f"{UNMATCHED_ANSWER}: {where}: gt_answer {record['gt_answer']!r} is not among the options"
-        image = {**image, "problem": problem}
+        # the gold is unknown: a flaw of the answer (an image corpus still uses the row's image)
+        flaws["answer"] = f"{UNMATCHED_ANSWER}: {where}: gt_answer {record['gt_answer']!r} is not among the options"
+        answer = ""
     return SourceRow(
         source_id=record["question_id"],
         question=text_field(record, "question", where, flaws),

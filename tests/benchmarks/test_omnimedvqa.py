@@ -95,7 +95,7 @@ def test_max_examples_caps_rows_in_order(release, tmp_path, cap, expected_ids, s
     assert len(bench.skipped) == skipped
 
 
-def test_gold_letter_without_its_option_is_skipped(tmp_path):
+def test_gold_letter_without_its_option_is_skipped_unless_the_task_needs_no_answer(tmp_path):
     root = tmp_path / "o"
     (root / "QA_information" / "Open-access").mkdir(parents=True)
     write_file(root / "Images/x.png", image_bytes(0))
@@ -104,6 +104,10 @@ def test_gold_letter_without_its_option_is_skipped(tmp_path):
     bench = load_benchmark_from_config(cfg(root), tmp_path / "cache")
     assert [ex.example_id for ex in bench.examples] == ["omnimedvqa::train::X_2"]
     assert bench.skipped[0].kind == "unmatched answer" and "'D'" in bench.skipped[0].reason
+    # an image corpus reads the row's image: the unknown gold does not matter there
+    corpus = load_benchmark_from_config(cfg(root, image_only=True), tmp_path / "cache")
+    assert [ex.example_id for ex in corpus.examples] == ["omnimedvqa::train::X_1", "omnimedvqa::train::X_2"]
+    assert corpus.skipped == [] and corpus.examples[0].answer == ""
 
 
 @pytest.mark.parametrize("gt,options,expected", [
