@@ -4,8 +4,11 @@ Loads one benchmark exactly as a cell would and prints a JSON summary on stdout,
 local copy before auditing it:
 
 - what was read: name, split, format, the layout the loader found (``vqa_rad_osf`` for the
-  official VQA-RAD release, ``hf_parquet`` for a hub copy ...), root and config version;
-- counts: examples, skipped rows by kind, the expected count and whether it matches;
+  official VQA-RAD release, ``hf_parquet`` for a hub copy ...), root, config version and the data
+  files read;
+- counts: examples, skipped rows by kind (``n_skipped.<reason>``, as a run logs them) with the
+  first skipped rows, the rows ``bench.dedup`` removed, the split's own expected count
+  (``bench.expected_by_split``, else ``bench.expected_examples``) and whether it matches;
 - strata: for every meta field its value counts (or only its number of distinct values when
   there are more than ``MAX_LISTED_VALUES``);
 - images: distinct images, questions per image (min, median, max), the missing and corrupt
@@ -13,9 +16,15 @@ local copy before auditing it:
   names (SHA-256, remembered per file version in ``<cache_dir>/digests.sqlite``);
 - ROI annotations, when the loader reads any (:mod:`medexp.benchmarks.roi`): how many images
   carry boxes and masks, the box labels, masks whose size differs from their image;
-- findings: one sentence per thing a person should look at.
+- findings: one sentence per thing a person should look at;
+- with ``--join=<file>``: an external per-item table (a published top-K list, ...) matched to
+  the benchmark's items through ``bench.external_ids`` (:mod:`medexp.benchmarks.external_ids`):
+  how many rows matched, the unmatched ids and the first joined rows (``--join-column=<name>``
+  names the id column, default ``example_id``; ``--join-out=<file.csv>`` writes every joined row).
 
-Log lines and errors go to stderr; the exit status is non-zero on any error.
+Log lines and errors go to stderr; the exit status is non-zero on any error, including a split
+with more skipped rows than ``bench.max_skipped_share`` allows (its summary is still printed,
+the reason among its findings).
 """
 
 from __future__ import annotations
@@ -30,11 +39,16 @@ from typing import Any, Sequence
 
 MAX_LISTED_VALUES = 30
 MAX_LISTED_ITEMS = 20  # missing images, duplicate groups ...: the first ones, in example order
+MAX_JOINED_ROWS = 50  # joined rows of an external table shown in the summary (--join-out writes all)
 USAGE = """usage: python -m medexp.inspect bench=<name> [bench.root=/path/to/copy] [bench.<field>=<value> ...]
+                                [--join=<table> [--join-column=<id column>] [--join-out=<file.csv>]]
 
 Load a benchmark as `python -m medexp` would and print its counts, strata, image checks and
-ROI annotations as JSON.
-Example: python -m medexp.inspect bench=vqa_rad bench.root=/data/VQA_RAD"""
+ROI annotations as JSON; with --join, match an external per-item table (a JSON list of objects,
+JSON lines, CSV, TSV or parquet) to its items through bench.external_ids.
+Example: python -m medexp.inspect bench=vqa_rad bench.root=/data/VQA_RAD
+         python -m medexp.inspect bench=pathvqa bench.root=/data/PathVQA --join=CheXagent__pathvqa.json"""
+_OPTIONS = ("--join", "--join-column", "--join-out")
 
 
 def strata(examples) -> dict[str, Any]:
@@ -129,17 +143,28 @@ def roi_summary(examples) -> dict[str, Any] | None:
 
 def findings(summary: dict[str, Any]) -> list[str]:
     """Sentences about what needs a look: the count, skipped rows, duplicates, mask sizes."""
+    from medexp.benchmarks.images import CORRUPT_IMAGE, MISSING_IMAGE
+
     notes = []
-    n, expected = summary["n_examples"], summary["expected_examples"]
+    n, expected, split = summary["n_examples"], summary["expected_examples"], summary["split"]
     if expected is None:
-        notes.append(f"{n} examples; the config states no expected_examples to compare with")
+        notes.append(f"{n} examples; the config states no expected count for split {split} to compare with")
     elif n == expected:
-        notes.append(f"{n} examples, as bench.expected_examples says")
+        notes.append(f"{n} examples, as the config expects for split {split}")
     else:
         notes.append(
-            f"{n} examples where bench.expected_examples is {expected} ({n - expected:+d}): "
-            f"is the copy complete, and are the layout ({summary['layout']}) and split ({summary['split']}) right?"
+            f"{n} examples where the config expects {expected} for split {split} ({n - expected:+d}): "
+            f"is the copy complete, and are the layout ({summary['layout']}) and split right?"
         )
+    other = {kind: count for kind, count in summary["skipped"].items() if kind not in (MISSING_IMAGE, CORRUPT_IMAGE)}
+    if other:
+        first = next((row for row in summary["skipped_rows"] if row["reason"].split(":", 1)[0] in other), None)
+        example = f", e.g. {first['row']}: {first['reason']}" if first else ""
+        notes.append(f"{sum(other.values())} row(s) skipped as unusable "
+                     f"({', '.join(f'{kind}: {count}' for kind, count in other.items())}){example}")
+    if summary.get("n_deduplicated"):
+        notes.append(f"bench.dedup removed {summary['n_deduplicated']} row(s) repeating an earlier (image, question, "
+                     f"answer) triple, e.g. {summary['deduplicated'][0]}")
     images = summary["images"]
     for kind in ("missing", "corrupt"):
         problem = images[kind]
@@ -162,9 +187,11 @@ def findings(summary: dict[str, Any]) -> list[str]:
 
 def summarize(benchmark, bench_cfg, cache_dir: str | Path) -> dict[str, Any]:
     """The JSON-ready summary of a loaded benchmark and the config it came from."""
+    from medexp.benchmarks import expected_count
+    from medexp.benchmarks.skips import skip_metrics
     from medexp.config.schemas import BenchFormat
 
-    expected = bench_cfg.get("expected_examples")
+    expected = expected_count(bench_cfg)
     summary = {
         "name": benchmark.name,
         "split": bench_cfg.split,
@@ -172,10 +199,15 @@ def summarize(benchmark, bench_cfg, cache_dir: str | Path) -> dict[str, Any]:
         "layout": benchmark.layout,
         "root": bench_cfg.get("root"),
         "version": bench_cfg.get("version"),
+        "files": list(benchmark.files),
         "n_examples": len(benchmark),
         "n_with_image": sum(example.image is not None for example in benchmark.examples),
         "n_skipped": len(benchmark.skipped),
         "skipped": dict(Counter(skip.kind for skip in benchmark.skipped).most_common()),
+        **{name: int(count) for name, count in skip_metrics(benchmark.skipped).items()},
+        "skipped_rows": [{"row": skip.label, "reason": skip.reason} for skip in benchmark.skipped[:MAX_LISTED_ITEMS]],
+        "n_deduplicated": len(benchmark.removed_duplicates),
+        "deduplicated": [item.reason for item in benchmark.removed_duplicates[:MAX_LISTED_ITEMS]],
         "expected_examples": expected,
         "matches_expected": None if expected is None else len(benchmark) == expected,
         "strata": strata(benchmark.examples),
@@ -188,29 +220,88 @@ def summarize(benchmark, bench_cfg, cache_dir: str | Path) -> dict[str, Any]:
     return summary
 
 
+def external_join(benchmark, bench_cfg, path: str, id_column: str, out: str | None) -> dict[str, Any]:
+    """The ``--join`` section: an external per-item table matched to the benchmark's items."""
+    from medexp.benchmarks.external_ids import IdScheme, join_table, read_table
+
+    scheme = IdScheme.from_config(bench_cfg)
+    examples = {example.example_id: example for example in benchmark.examples}
+    joined = join_table(read_table(path), scheme, examples, id_column, path)
+    frame = joined.frame
+    frame.insert(1, "position", [examples[i].position if i in examples else None for i in frame["example_id"]])
+    if out:
+        from medexp.atomic import atomic_path
+
+        with atomic_path(Path(out)) as tmp:
+            frame.to_csv(tmp, index=False)
+    rows = json.loads(frame[frame["example_id"].notna()].head(MAX_JOINED_ROWS).to_json(orient="records"))
+    return {
+        "file": str(path),
+        "id_column": id_column,
+        "scheme": {"prefix": scheme.prefix, "padding": scheme.padding, "aliases": list(scheme.aliases)},
+        "n_rows": len(frame),
+        "n_matched": joined.n_matched,
+        "n_unmatched": len(joined.unmatched),
+        "unmatched": joined.unmatched[:MAX_LISTED_ITEMS],
+        "rows": rows,
+        **({"written": str(out)} if out else {}),
+    }
+
+
+def _split_options(args: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Hydra overrides and the ``--join*`` options (``--name=value``)."""
+    overrides, options = [], {}
+    for arg in args:
+        name, _, value = arg.partition("=")
+        if name in _OPTIONS:
+            if not value:
+                raise ValueError(f"{name} needs a value: {name}=<...>")
+            options[name] = value
+        else:
+            overrides.append(arg)
+    return overrides, options
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit status."""
-    overrides = list(sys.argv[1:] if argv is None else argv)
-    if not overrides or any(arg in ("-h", "--help") for arg in overrides):
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or any(arg in ("-h", "--help") for arg in args):
         print(USAGE)
-        return 0 if overrides else 2
+        return 0 if args else 2
+    try:
+        overrides, options = _split_options(args)
+    except ValueError as error:
+        print(f"medexp.inspect: error: {error}\n{USAGE}", file=sys.stderr)
+        return 2
     if not any(arg.startswith("bench=") for arg in overrides):
         print(f"medexp.inspect: error: name the benchmark with bench=<name>\n{USAGE}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    status = 0
     try:
         import medexp  # noqa: F401  (registers the config schemas)
-        from medexp.benchmarks import load_benchmark_from_config
+        from medexp.benchmarks import TooManySkipped, load_benchmark_from_config
         from medexp.config import compose
 
         cfg = compose(overrides)
-        benchmark = load_benchmark_from_config(cfg.bench, cfg.paths.cache_dir)
+        try:
+            benchmark, refused = load_benchmark_from_config(cfg.bench, cfg.paths.cache_dir), None
+        except TooManySkipped as error:  # still described, so the copy's problems can be seen
+            benchmark, refused = error.benchmark, error
         summary = summarize(benchmark, cfg.bench, cfg.paths.cache_dir)
+        if refused is not None:
+            summary["findings"].insert(0, f"refused: {refused}")
+            print(f"medexp.inspect: error: TooManySkipped: {refused}", file=sys.stderr)
+            status = 1
+        if "--join" in options:
+            summary["external_join"] = external_join(benchmark, cfg.bench, options["--join"],
+                                                     options.get("--join-column", "example_id"),
+                                                     options.get("--join-out"))
     except Exception as error:  # any failure becomes one readable line and a non-zero status
         print(f"medexp.inspect: error: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
     print(json.dumps(summary, indent=2))
-    return 0
+    return status
 
 
 if __name__ == "__main__":

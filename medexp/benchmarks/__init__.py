@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from pathlib import Path
+from typing import Iterable
 
 from medexp.benchmarks.base import Benchmark, Example, SkippedExample
+from medexp.benchmarks.skips import IMAGE_TASK, QUESTION_TASK, TooManySkipped, check_skipped_share, requiring
 
 log = logging.getLogger(__name__)
 
@@ -18,6 +21,7 @@ _LOADERS = {
     "hf_parquet": "hf_parquet:load",
     "vqa_rad": "vqa_rad:load",
     "vqa_rad_osf": "vqa_rad:load_osf",
+    "pathvqa": "pathvqa:load",
     "omnimedvqa": "omnimedvqa:load",
     "image_set": "image_sets:load",
     "pmc_oa": "pmc_oa:load",
@@ -29,13 +33,16 @@ _LOADERS = {
     "demo_classes": "classification:load_demo_classes",
     "vlmevalkit_tsv": "vlmevalkit_tsv:load",
 }
-_HUB_FORMATS = ("slake", "hf_parquet", "vqa_rad", "omnimedvqa", "image_set", "pmc_oa", "medvigil")
+_HUB_FORMATS = ("slake", "hf_parquet", "vqa_rad", "pathvqa", "omnimedvqa", "image_set", "pmc_oa", "medvigil")
+# Formats whose rows are images without questions (corpora): their examples need no text field.
+_IMAGE_FORMATS = ("image_set", "pmc_oa", "demo_corpus")
 # Optional fields that only some formats read: setting one elsewhere is a mistake, not a no-op.
 _FORMAT_FIELDS = {
     "hub_id": _HUB_FORMATS,
     "revision": _HUB_FORMATS,
     "languages": ("slake",),
-    "image_dir": ("slake", "pmc_oa", "vqa_rad", "vqa_rad_osf"),
+    "image_dir": ("slake", "pmc_oa", "vqa_rad", "vqa_rad_osf", "pathvqa"),
+    "dedup": ("pathvqa",),
     "subsample_n": ("image_set",),
     "label_column": ("image_set", "image_csv"),
     "csv_file": ("image_csv",),
@@ -68,25 +75,57 @@ def check_bench_config(bench_cfg) -> str:
     return fmt
 
 
-def load_benchmark_from_config(bench_cfg, cache_dir: str | Path) -> Benchmark:
+def task_needs(bench_cfg, needs: Iterable[str] | None = None) -> frozenset[str]:
+    """The example fields the task reads: ``needs`` when the caller says (a detector scoring free
+    text needs no options), else none for an image corpus (``bench.image_only`` or a corpus
+    format) and question, answer and options otherwise."""
+    from medexp.config.schemas import BenchFormat
+
+    if needs is not None:
+        return frozenset(needs)
+    if bench_cfg.get("image_only") or BenchFormat(bench_cfg.format).value in _IMAGE_FORMATS:
+        return IMAGE_TASK
+    return QUESTION_TASK
+
+
+def expected_count(bench_cfg) -> int | None:
+    """The count ``bench.split`` should yield: its entry of ``bench.expected_by_split``, else
+    ``bench.expected_examples``; None when the config states none for this split."""
+    by_split = bench_cfg.get("expected_by_split")
+    if by_split is not None:
+        return by_split.get(bench_cfg.split)
+    return bench_cfg.get("expected_examples")
+
+
+def load_benchmark_from_config(bench_cfg, cache_dir: str | Path, needs: Iterable[str] | None = None,
+                               check_skips: bool = True) -> Benchmark:
     """Load the benchmark a ``bench`` config describes, in released order.
 
     Reads ``bench.root`` when set, else the hub (``bench.hub_id``); demo data is generated on
-    first use. Logs a warning when the count differs from ``bench.expected_examples``.
+    first use. Rows are skipped for what the task ``needs`` (:func:`task_needs`); more than
+    ``bench.max_skipped_share`` of them skipped raises :class:`~medexp.benchmarks.skips.TooManySkipped`
+    (``check_skips=False`` leaves that to the caller). Logs a warning when the count differs from
+    the split's expected count (:func:`expected_count`).
     """
     from medexp.registry import import_object
 
     fmt = check_bench_config(bench_cfg)
     load = import_object(f"medexp.benchmarks.{_LOADERS[fmt]}")
     log.info("bench=%s: loading split %s (format %s)", bench_cfg.name, bench_cfg.split, fmt)
-    benchmark = load(bench_cfg, Path(cache_dir))
+    benchmark = requiring(load(bench_cfg, Path(cache_dir)), task_needs(bench_cfg, needs))
     if benchmark.layout is None:  # a format with a single layout
         benchmark.layout = fmt
-    expected = bench_cfg.get("expected_examples")
+    if benchmark.skipped:
+        log.warning("bench=%s: skipped %d rows: %s (first: %s: %s)", bench_cfg.name, len(benchmark.skipped),
+                    dict(Counter(item.kind for item in benchmark.skipped).most_common()),
+                    benchmark.skipped[0].label, benchmark.skipped[0].reason)
+    if check_skips:
+        check_skipped_share(benchmark, bench_cfg.split, bench_cfg.max_skipped_share)
+    expected = expected_count(bench_cfg)
     if expected is not None and len(benchmark) != expected:
         log.warning(
-            "bench=%s: %d examples, but the config expects %d (skipped: %d); is the copy complete and the split right?",
-            bench_cfg.name, len(benchmark), expected, len(benchmark.skipped),
+            "bench=%s: %d examples, but the config expects %d for split %s (skipped: %d); is the copy complete "
+            "and the split right?", bench_cfg.name, len(benchmark), expected, bench_cfg.split, len(benchmark.skipped),
         )
     return benchmark
 
@@ -108,4 +147,5 @@ def load_benchmark(name: str, cache_dir: str | Path | None = None, **overrides) 
     return load_benchmark_from_config(cfg.bench, cache_dir if cache_dir is not None else cfg.paths.cache_dir)
 
 
-__all__ = ["Benchmark", "Example", "SkippedExample", "check_bench_config", "load_benchmark", "load_benchmark_from_config"]
+__all__ = ["Benchmark", "Example", "SkippedExample", "TooManySkipped", "check_bench_config", "expected_count",
+           "load_benchmark", "load_benchmark_from_config", "task_needs"]

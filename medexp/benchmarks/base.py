@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -20,13 +21,19 @@ class Example:
 
 @dataclass(frozen=True)
 class SkippedExample:
-    example_id: str
+    example_id: Optional[str]  # None when the row's own id could not be read
     reason: str  # "<kind>: <detail>", e.g. "corrupt image: /data/x.png: truncated file"
+    where: Optional[str] = None  # the row's place in its file ("<file>:<line>", "<file>[<index>]")
 
     @property
     def kind(self) -> str:
         """The reason without its details, for counting (e.g. "corrupt image")."""
         return self.reason.split(":", 1)[0]
+
+    @property
+    def label(self) -> str:
+        """The row as a message names it: its example id, else its place in the file."""
+        return self.example_id or self.where or "a row without id"
 
 
 @dataclass
@@ -39,10 +46,24 @@ class Benchmark:
     # The upstream layout the loader read (e.g. "vqa_rad_osf" or "hf_parquet" for VQA-RAD's two
     # releases), so a report can say which copy it audited.
     layout: Optional[str] = None
+    # The data files the loader read (question files, shards; not the images), in reading order.
+    files: list[str] = field(default_factory=list)
+    # example id -> {field: "<kind>: <where>: <detail>"} for fields the loader could not read (an
+    # empty answer, options with a gap); medexp.benchmarks.skips.requiring skips such an example
+    # when the task needs the field.
+    flaws: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Examples outside the benchmark's question selection (bench.languages ...), read because an
+    # image corpus holds every image of the split: the images they alone bring are counted.
+    outside_selection: frozenset[str] = frozenset()
+    # Rows removed by bench.dedup (a repeated (image, question, answer) triple), with the row they repeat.
+    removed_duplicates: list[SkippedExample] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.examples:
-            raise ValueError(f"benchmark {self.name!r} has no examples (skipped: {len(self.skipped)})")
+            kinds = Counter(item.kind for item in self.skipped)
+            first = f"; first: {self.skipped[0].label} ({self.skipped[0].reason})" if self.skipped else ""
+            raise ValueError(f"benchmark {self.name!r} has no examples (skipped: {len(self.skipped)} "
+                             f"{dict(kinds.most_common())}{first})")
         seen: set[str] = set()
         for example in self.examples:
             if example.example_id in seen:

@@ -68,7 +68,7 @@ def image_folder(name: str, root: Path, split: str, max_examples: int | None = N
                     continue
                 yield SourceRow(f"{label}/{path.name}", "", label, image=path, meta={"label": label})
 
-    benchmark = assemble(name, split, rows(), max_examples)
+    benchmark = assemble(name, split, rows(), max_examples, files=[split_dir])
     if ignored:
         log.warning("bench=%s: ignored %d entries that are not image files (first: %s)", name, len(ignored), ignored[0])
     return with_class_frequencies(benchmark)
@@ -87,7 +87,7 @@ def load_image_csv(bench_cfg, cache_dir: Path) -> Benchmark:
     if missing:
         raise FileNotFoundError(f"bench={bench_cfg.name}: image folder(s) {missing} do not exist (bench.image_dirs)")
     rows = _csv_rows(path, folders, bench_cfg.image_column, bench_cfg.label_column, bench_cfg.image_extension or "")
-    return with_class_frequencies(assemble(bench_cfg.name, bench_cfg.split, rows, bench_cfg.max_examples))
+    return with_class_frequencies(assemble(bench_cfg.name, bench_cfg.split, rows, bench_cfg.max_examples, files=[path]))
 
 
 def _csv_rows(path: Path, folders: list[Path], image_column: str, label_column: str, extension: str) -> Iterator[SourceRow]:
@@ -110,7 +110,7 @@ def _csv_rows(path: Path, folders: list[Path], image_column: str, label_column: 
             elif file_name not in files:
                 problem = f"{MISSING_IMAGE}: {file_name} is in none of {[str(folder) for folder in folders]}"
             yield SourceRow(image_id or f"line{line}", "", label, image=files.get(file_name),
-                            meta={**meta, "label": label}, problem=problem)
+                            meta={**meta, "label": label}, problem=problem, where=f"{path}:{line}")
 
 
 def _scan(folder: Path):
@@ -130,4 +130,4 @@ def with_class_frequencies(benchmark: Benchmark) -> Benchmark:
     ]
     log.info("bench=%s: %d classes, %s", benchmark.name, len(counts),
              ", ".join(f"{label} {count / total:.1%}" for label, count in sorted(counts.items())))
-    return Benchmark(benchmark.name, examples, benchmark.skipped)
+    return dataclasses.replace(benchmark, examples=examples)

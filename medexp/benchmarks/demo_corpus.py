@@ -13,4 +13,4 @@ def load(bench_cfg, cache_dir: Path) -> Benchmark:
     from medexp.demo.cache import demo_corpus_root
 
     root = demo_corpus_root(bench_cfg, cache_dir)
-    return load_local(bench_cfg.name, root, bench_cfg.split, bench_cfg.max_examples, image_only=True)
+    return load_local(bench_cfg.name, root, bench_cfg.split, bench_cfg.max_examples)

@@ -4,10 +4,14 @@ Layout (the hub's, local copies keep it): parquet shards of a split named ``<spl
 or ``<split>.parquet`` in any folder (usually ``data/``), or any ``*.parquet`` inside a folder
 named after the split (the hub's ``refs/convert/parquet`` branch). Shards are read in the
 lexicographic order of their paths (the hub numbers them ``-00000-of-000NN``), rows in file order,
-one row group at a time, so a capped read touches only the start of the split.
+one row group at a time, so a capped read touches only the start of the split. The shards of a
+split lie in one folder: shards of the same split in two folders under the root are two copies
+(a stale download in a subfolder), an error naming both; the shards read are logged and listed
+on the benchmark (``Benchmark.files``, printed by ``medexp.inspect``).
 
 Columns: ``image`` (the datasets ``Image`` feature, a struct of ``bytes`` and ``path``),
-``question`` and ``answer``; any other column goes to ``meta``. There is no id column: the id is
+``question`` and ``answer`` (an empty or null one is a flaw of the example, counted; see
+:mod:`medexp.benchmarks.skips`); any other column goes to ``meta``. There is no id column: the id is
 the row's index within the split. ``ClassLabel`` columns are decoded to their names using the
 ``huggingface`` schema metadata the datasets library writes. Image bytes are written once into
 the content-addressed image store under ``<cache_dir>/benchmarks/images``.
@@ -24,9 +28,10 @@ from typing import Any, Callable, Collection, Iterator, Optional
 
 from medexp.benchmarks.base import Benchmark
 from medexp.benchmarks.images import MISSING_IMAGE, image_store, store_image_bytes
-from medexp.benchmarks.records import SourceRow, assemble, required_text
+from medexp.benchmarks.records import SourceRow, assemble, text_field
 
 IMAGE_COLUMN = "image"
+HUB_LAYOUT = "hf_parquet"  # the layout name of a hub parquet copy, beside an authors' release
 _VQA_COLUMNS = ("question", "answer", IMAGE_COLUMN)
 
 
@@ -67,7 +72,8 @@ class ParquetShard:
 
 
 def local_shards(root: Path, split: str) -> list[ParquetShard]:
-    """The split's parquet files under ``root``, in path order; an error when there are none."""
+    """The split's parquet files under ``root``, in path order; an error when there are none or
+    when they lie in more than one folder (:func:`one_copy`)."""
     relative = sorted(path.relative_to(root).as_posix() for path in root.rglob("*.parquet"))
     chosen = [name for name in relative if in_split(name, split)]
     if not chosen:
@@ -75,7 +81,39 @@ def local_shards(root: Path, split: str) -> list[ParquetShard]:
             f"no parquet files of split {split!r} under {root} "
             f"(expected <dir>/{split}-*.parquet, {split}.parquet or {split}/*.parquet; found {relative[:5]})"
         )
+    one_copy(chosen, split, str(root))
     return [ParquetShard(name, functools.partial(str, root / name)) for name in chosen]
+
+
+def release_or_hub_layout(root: Path, release_file: str, release_layout: str, split: str, release: str) -> str:
+    """``release_layout`` when ``root`` holds the authors' ``release_file``, :data:`HUB_LAYOUT` when
+    it holds parquet shards of ``split``, else an error naming both (``release`` describes the
+    authors' files) and what the folder holds: how a format reading both copies tells them apart."""
+    if (root / release_file).is_file():
+        return release_layout
+    try:
+        local_shards(root, split)
+    except FileNotFoundError:
+        found = sorted(path.name for path in root.iterdir())[:10]
+        raise FileNotFoundError(
+            f"bench.root={root} holds neither {release} nor hub parquet shards of split {split!r} "
+            f"(<dir>/{split}-*.parquet); it holds {found}"
+        ) from None
+    return HUB_LAYOUT
+
+
+def one_copy(names: list[str], split: str, where: str) -> None:
+    """Refuse shards of one split found in several folders (relative '/'-separated ``names``):
+    the hub writes a split's shards side by side, so a second folder is a second copy."""
+    folders: dict[str, list[str]] = {}
+    for name in names:
+        folders.setdefault(PurePosixPath(name).parent.as_posix(), []).append(name)
+    if len(folders) > 1:
+        copies = "; ".join(f"{folder}/ ({len(files)} file(s): {', '.join(files[:3])})" for folder, files in folders.items())
+        raise ValueError(
+            f"{where}: split {split!r} has parquet files in {len(folders)} folders, which would read the split "
+            f"{len(folders)} times: {copies}. Remove the stale copy or point bench.root at one of them."
+        )
 
 
 def class_names(shard: ParquetShard) -> dict[str, list[str]]:
@@ -152,13 +190,21 @@ def scalar_meta(row: dict, exclude: Collection[str]) -> dict[str, Any]:
 
 def _vqa_rows(shards: list[ParquetShard], root: Path, cache_dir: Path) -> Iterator[SourceRow]:
     for index, row in read_rows(shards):
+        flaws: dict[str, str] = {}
         yield SourceRow(
             source_id=index,
-            question=required_text(row, "question", f"row {index}"),
-            answer=required_text(row, "answer", f"row {index}"),
+            question=text_field(row, "question", f"row {index}", flaws),
+            answer=text_field(row, "answer", f"row {index}", flaws),
             meta=scalar_meta(row, _VQA_COLUMNS),
+            where=f"row {index}",
+            flaws=flaws,
             **image_fields(row[IMAGE_COLUMN], root, cache_dir, f"row {index}"),
         )
+
+
+def shard_paths(root: Path, shards: list[ParquetShard]) -> list[Path]:
+    """The shards' files, for ``Benchmark.files``."""
+    return [Path(root) / shard.name for shard in shards]
 
 
 def load(bench_cfg, cache_dir: Path) -> Benchmark:
@@ -169,4 +215,5 @@ def load(bench_cfg, cache_dir: Path) -> Benchmark:
     shards = local_shards(root, bench_cfg.split)
     require_columns(shards[0], _VQA_COLUMNS)
     rows = _vqa_rows(shards, root, Path(cache_dir))
-    return assemble(bench_cfg.name, bench_cfg.split, rows, bench_cfg.max_examples, root, bench_cfg.allow_outside_root)
+    return assemble(bench_cfg.name, bench_cfg.split, rows, bench_cfg.max_examples, root, bench_cfg.allow_outside_root,
+                    shard_paths(root, shards))

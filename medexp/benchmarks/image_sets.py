@@ -30,6 +30,7 @@ from medexp.benchmarks.hf_parquet import (
     image_fields,
     in_split,
     local_shards,
+    one_copy,
     read_rows,
     require_columns,
     scalar_meta,
@@ -82,6 +83,7 @@ def hub_shards(bench_cfg, cache_dir: Path) -> list[ParquetShard]:
     chosen = [name for name in found if in_split(name, bench_cfg.split)]
     if not chosen:
         raise unavailable(bench_cfg, cache_dir, patterns, f"no parquet files of split {bench_cfg.split!r} in the repo")
+    one_copy(chosen, bench_cfg.split, f"hub dataset {bench_cfg.hub_id}")
     log.info("bench=%s: streaming %d parquet shard(s) of %s", bench_cfg.name, len(chosen), bench_cfg.hub_id)
     return [ParquetShard(name, functools.partial(fs.open, f"{base}/{name}", "rb")) for name in chosen]
 
@@ -116,4 +118,5 @@ def load(bench_cfg, cache_dir: Path) -> Benchmark:
         shards = hub_shards(bench_cfg, Path(cache_dir))
     require_columns(shards[0], [IMAGE_COLUMN] + ([bench_cfg.label_column] if bench_cfg.label_column else []))
     rows = _rows(shards, bench_cfg, root, Path(cache_dir))
-    return assemble(bench_cfg.name, bench_cfg.split, rows, bench_cfg.max_examples)
+    files = [root / shard.name if root is not None else f"{bench_cfg.hub_id}/{shard.name}" for shard in shards]
+    return assemble(bench_cfg.name, bench_cfg.split, rows, bench_cfg.max_examples, files=files)

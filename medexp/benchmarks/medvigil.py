@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from medexp.benchmarks.base import Benchmark
-from medexp.benchmarks.records import SourceRow, assemble, split_file
+from medexp.benchmarks.records import MALFORMED_ROW, MISSING_ID, SourceRow, assemble, problem_row, split_file
 from medexp.benchmarks.roi import RoiBox
 from medexp.probes.tiers import check_tier
 
@@ -65,7 +65,8 @@ def load_medvigil(name: str, root: Path, split: str = "test", max_examples: Opti
     """The manifest's cases in file order, with their grounding."""
     root = Path(root)
     grounding = read_grounding(root)
-    return assemble(name, split, _rows(name, root, grounding), max_examples)
+    files = [root / GROUNDING, root / MANIFEST] if (root / GROUNDING).is_file() else [root / MANIFEST]
+    return assemble(name, split, _rows(name, root, grounding), max_examples, files=files)
 
 
 def read_csv(path: Path, required: tuple[str, ...]) -> Iterator[tuple[str, dict[str, str]]]:
@@ -132,14 +133,17 @@ def read_grounding(root: Path) -> dict[str, dict]:
 
 def _rows(name: str, root: Path, grounding: dict[str, dict]) -> Iterator[SourceRow]:
     path = split_file(name, root, MANIFEST)
-    seen = set()
     for where, row in read_csv(path, MANIFEST_COLUMNS):
         case_id = row["case_id"].strip()
         if not case_id:
-            raise ValueError(f"{where}: empty case_id")
-        if case_id in seen:
-            raise ValueError(f"{where}: duplicate case_id {case_id!r}")
-        seen.add(case_id)
+            yield problem_row(f"{MISSING_ID}: {where}: empty case_id", where)
+            continue
+        try:
+            tier = check_tier(row["risk_tier"], f"{where} ({case_id})")
+            answerable = parse_flag(row["text_only_answerable"], f"{where} ({case_id})")
+        except ValueError as error:
+            yield problem_row(f"{MALFORMED_ROW}: {error}", where, case_id)
+            continue
         source = row["source_dataset"].strip()
         image = resolve_image(root, row["image_file"])
         problem = None
@@ -156,12 +160,13 @@ def _rows(name: str, root: Path, grounding: dict[str, dict]) -> Iterator[SourceR
             answer=row["gold_answer"],
             image=image,
             problem=problem,
+            where=where,
             meta={
                 "case_id": case_id,
                 "source_dataset": source,
                 "modality": row["modality"].strip(),
-                "risk_tier": check_tier(row["risk_tier"], f"{where} ({case_id})"),
-                "text_only_answerable": parse_flag(row["text_only_answerable"], f"{where} ({case_id})"),
+                "risk_tier": tier,
+                "text_only_answerable": answerable,
                 "annotator_notes": row["annotator_notes"],
                 **grounding.get(case_id, {"roi": None, "roi_boxes": [], "laterality_dependent": None,
                                           "gold_after_lr_flip": None}),

@@ -4,7 +4,8 @@ Layout (that of the hub dataset axiong/pmc_oa): ``<root>/<split>.jsonl`` with on
 ``{"image": <file name>, "caption": <text>}`` object per line, images under
 ``<root>/<image_dir>/`` (image_dir ``images``), or only the ``<image_dir>.zip`` archive, which is
 extracted once into the cache. Each figure becomes an image-only example: question ``""``,
-answer = the caption, id = the image file name; other keys go to ``meta``.
+answer = the caption (a figure without one is kept: a corpus needs images, not captions), id =
+the image file name; other keys go to ``meta``. A line without an image is skipped and counted.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from typing import Iterator
 
 from medexp.benchmarks.base import Benchmark
 from medexp.benchmarks.images import image_folder
-from medexp.benchmarks.records import SourceRow, assemble, jsonl_records, require_fields, required_text, split_file
+from medexp.benchmarks.records import (
+    RowProblem, SourceRow, assemble, jsonl_records, problem_row, required_text, split_file, text_field,
+)
 
 DEFAULT_IMAGE_DIR = "images"
 _REQUIRED = ("image", "caption")
@@ -29,17 +32,25 @@ def load(bench_cfg, cache_dir: Path) -> Benchmark:
     path = split_file(bench_cfg.name, root, f"{bench_cfg.split}.jsonl")
     images = image_folder(root, image_dir, Path(cache_dir))
     return assemble(bench_cfg.name, bench_cfg.split, _rows(path, images), bench_cfg.max_examples, images,
-                    bench_cfg.allow_outside_root)
+                    bench_cfg.allow_outside_root, [path])
 
 
 def _rows(path: Path, images: Path) -> Iterator[SourceRow]:
     for where, record in jsonl_records(path):
-        require_fields(record, _REQUIRED, where)
+        try:
+            if isinstance(record, RowProblem):
+                raise record
+            required_text(record, "image", where)
+        except RowProblem as problem:
+            yield problem_row(problem, where)
+            continue
+        flaws: dict[str, str] = {}
         yield SourceRow(
             source_id=record["image"],
             question="",
-            answer=required_text(record, "caption", where),
-            image=images / record["image"],
+            answer=text_field(record, "caption", where, flaws, as_field="answer"),
+            image=images / str(record["image"]),
             meta={key: value for key, value in record.items() if key not in _REQUIRED},
             where=where,
+            flaws=flaws,
         )

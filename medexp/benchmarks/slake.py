@@ -8,7 +8,12 @@ extracted once into the cache (a local copy with only the zip works the same way
 
 Rows whose ``q_lang`` is in ``bench.languages`` are kept (all rows when unset), in file order;
 the example id is ``qid``; meta carries answer_type, content_type, modality, location,
-base_type, img_name and q_lang.
+base_type, img_name and q_lang. The language filter selects questions, not images: an image
+corpus (``bench.image_only``, as split overlap reads a reference split) reads every row, and the
+rows outside the filter are marked so the run can count the images only they bring.
+
+A row without ``qid`` or ``img_name`` is skipped; an empty question or answer is a flaw of the
+example (an image corpus needs neither), both counted (see :mod:`medexp.benchmarks.skips`).
 
 Each image folder (``imgs/xmlab<N>/``) may also hold the release's region annotations:
 ``detection.json``, a JSON list of single-label objects ``{label: [x, y, w, h]}`` in pixels of
@@ -26,7 +31,10 @@ from typing import Any, Iterator, Optional
 
 from medexp.benchmarks.base import Benchmark
 from medexp.benchmarks.images import image_folder, image_size
-from medexp.benchmarks.records import SourceRow, assemble, read_json, require_fields, required_text, split_file
+from medexp.benchmarks.records import (
+    RowProblem, SourceRow, assemble, field_text, problem_row, read_json, require_fields, require_object, split_file,
+    text_field,
+)
 from medexp.benchmarks.roi import ROI_BOXES, ROI_MASK, corners_from_xywh, roi_entry
 
 DEFAULT_IMAGE_DIR = "imgs"
@@ -35,7 +43,7 @@ MASK_FILE = "mask.png"
 RELEASE_LAYOUT = "slake_release"  # <root>/<image_dir>/ folder, as the authors distribute it
 ARCHIVE_LAYOUT = "slake_archive"  # <root>/<image_dir>.zip, as the hub dataset ships it
 META_FIELDS = ("answer_type", "content_type", "modality", "location", "base_type", "img_name", "q_lang")
-_REQUIRED = ("qid", "question", "answer", *META_FIELDS)
+_REQUIRED = ("qid", "img_name")  # without them a row names no example or no image
 
 
 def load(bench_cfg, cache_dir: Path) -> Benchmark:
@@ -47,7 +55,7 @@ def load(bench_cfg, cache_dir: Path) -> Benchmark:
     languages = list(bench_cfg.languages) if bench_cfg.languages is not None else None
     return load_slake(
         bench_cfg.name, root, bench_cfg.split, Path(cache_dir), languages, image_dir, bench_cfg.max_examples,
-        bench_cfg.allow_outside_root,
+        bench_cfg.allow_outside_root, every_row=bool(bench_cfg.get("image_only")),
     )
 
 
@@ -60,34 +68,53 @@ def load_slake(
     image_dir: str = DEFAULT_IMAGE_DIR,
     max_examples: int | None = None,
     allow_outside_root: bool = False,
+    every_row: bool = False,
 ) -> Benchmark:
-    """Read ``<root>/<split>.json`` in file order, keeping the questions in ``languages``."""
+    """Read ``<root>/<split>.json`` in file order, keeping the questions in ``languages``.
+
+    ``every_row``: read the rows of every language too (an image corpus), marked outside the
+    selection (``Benchmark.outside_selection``) when their language is not in ``languages``.
+    """
     path = split_file(name, root, f"{split}.json")
     records = read_json(path, list, "a JSON list of question records")
     images = image_folder(Path(root), image_dir, cache_dir)
-    rows = _rows(records, path, images, languages)
-    benchmark = assemble(name, split, rows, max_examples, images, allow_outside_root)
+    rows = _rows(records, path, images, languages, every_row)
+    benchmark = assemble(name, split, rows, max_examples, images, allow_outside_root, [path])
     benchmark.layout = RELEASE_LAYOUT if (Path(root) / image_dir).is_dir() else ARCHIVE_LAYOUT
     return benchmark
 
 
-def _rows(records: list, path: Path, images: Path, languages: Optional[list[str]]) -> Iterator[SourceRow]:
+def _rows(records: list, path: Path, images: Path, languages: Optional[list[str]], every_row: bool) -> Iterator[SourceRow]:
     annotations: dict[Path, dict[str, Any]] = {}  # per image folder: about ten questions share one
     for index, record in enumerate(records):
         where = f"{path}[{index}]"
-        require_fields(record, _REQUIRED, where)
-        if languages is not None and record["q_lang"] not in languages:
+        selected = languages is None or (isinstance(record, dict) and record.get("q_lang") in languages)
+        if not (selected or every_row):
             continue
-        image = images / record["img_name"]
+        try:
+            record = require_object(record, where, "a question record")
+            require_fields(record, _REQUIRED, where)
+            for key in _REQUIRED:
+                problem = field_text(record, key, where)[1]
+                if problem:
+                    raise RowProblem(problem)
+        except RowProblem as problem:
+            readable_qid = isinstance(record, dict) and field_text(record, "qid", where)[1] is None
+            yield problem_row(problem, where, record["qid"] if readable_qid else None)
+            continue
+        image = images / str(record["img_name"])
         if image.parent not in annotations:
             annotations[image.parent] = image_annotations(image)
+        flaws: dict[str, str] = {}
         yield SourceRow(
             source_id=record["qid"],
-            question=required_text(record, "question", where),
-            answer=required_text(record, "answer", where),
+            question=text_field(record, "question", where, flaws),
+            answer=text_field(record, "answer", where, flaws),
             image=image,
-            meta={**{key: record[key] for key in META_FIELDS}, **annotations[image.parent]},
+            meta={**{key: record.get(key) for key in META_FIELDS}, **annotations[image.parent]},
             where=where,
+            flaws=flaws,
+            selected=selected,
         )
 
 

@@ -69,6 +69,7 @@ def twin_bench_config(bench_cfg):
     cfg.twin = None
     cfg.max_examples = None  # pairing needs every twin; the cap applies to the originals
     cfg.expected_examples = None
+    cfg.expected_by_split = None  # the originals' counts, not the twins'
     return cfg
 
 
@@ -97,7 +98,7 @@ def pair_twins(originals: Sequence[Example], original_skipped: Sequence[SkippedE
     by_field = PairBy(twin_cfg.pair_by) is PairBy.source_id_field
     field_name = str(twin_cfg.source_id_field) if by_field else None
     by_source = {source_id(example.example_id): example for example in originals}
-    skipped_source = {source_id(item.example_id): item for item in original_skipped}
+    skipped_source = {source_id(item.example_id): item for item in original_skipped if item.example_id}
     where = f"bench={bench_name} twin ({twins.name})"
     twin_of: dict[str, Example] = {}
     unknown, repeated, unpaired = [], [], []
@@ -121,9 +122,9 @@ def pair_twins(originals: Sequence[Example], original_skipped: Sequence[SkippedE
     _refuse(unknown, f"{where}: {{n}} twin(s) name an original the benchmark does not have (paired {how})")
     _refuse(repeated, f"{where}: {{n}} original(s) claimed by more than one twin")
     # A skipped twin has no meta left to say whose twin it was under pair_by=source_id_field.
-    skipped_twins = {} if by_field else {source_id(item.example_id): item for item in twins.skipped}
+    skipped_twins = {} if by_field else {source_id(item.example_id): item for item in twins.skipped if item.example_id}
     if by_field:
-        unpaired.extend((item.example_id, f"{TWIN_SKIPPED}: {item.reason}") for item in twins.skipped)
+        unpaired.extend((item.label, f"{TWIN_SKIPPED}: {item.reason}") for item in twins.skipped)
     pairs, same_answer, missing = [], [], []
     for original in originals:
         key = source_id(original.example_id)

@@ -22,9 +22,16 @@ by pandas (a field holding a tab, a quote or a newline is quoted). Columns:
 * any other column (``hint``, ``category``, ``l2-category``, ``split`` ...) goes to meta, an
   empty cell as None.
 
-A row whose image is missing, does not decode or is a list of several images (an example holds
-one image) is skipped and counted. Malformed rows (no question, an answer letter that is not one
-of the row's options, an option after an empty one) fail naming the file and the row.
+Bad rows are counted, never fatal (see :mod:`medexp.benchmarks.skips`). A row whose index is
+empty, whose cells outnumber the header, whose image is missing, does not decode or is a list of
+several images (an example holds one image) is skipped. An option after an empty one ("option
+gap": the row's options are unusable) and an answer letter that names no option of the row
+("answer letter outside options": the gold is unknown) are flaws of the example, named with the
+file and row: a task that needs options skips the first, every answering task the second; a
+detector scoring free text keeps a row with a gap when its answer letter names a filled option,
+and an image corpus keeps both. An empty question is a flaw too. The perturbed twins published
+for MMStar and RealWorldQA (mm-perturb, ``MMStar_pert_local.tsv``) hold a few such rows among
+their 1,500.
 """
 
 from __future__ import annotations
@@ -38,7 +45,9 @@ from typing import Iterator, Optional
 
 from medexp.benchmarks.base import Benchmark
 from medexp.benchmarks.images import CORRUPT_IMAGE, MISSING_IMAGE, image_store, store_image_bytes
-from medexp.benchmarks.records import SourceRow, assemble, required_text, split_file
+from medexp.benchmarks.records import (
+    MALFORMED_ROW, RowProblem, SourceRow, assemble, problem_row, required_text, split_file, text_field,
+)
 from medexp.probes.base import LETTERS
 
 INDEX, QUESTION, ANSWER, IMAGE, IMAGE_PATH = "index", "question", "answer", "image", "image_path"
@@ -46,6 +55,8 @@ _REQUIRED = (INDEX, QUESTION, ANSWER)
 # VLMEvalKit stores a repeated image once; later rows hold the first row's index (at most 64 characters).
 _MAX_REFERENCE = 64
 SEVERAL_IMAGES = "several images"
+OPTION_GAP = "option gap"
+ANSWER_OUTSIDE_OPTIONS = "answer letter outside options"
 # A base64 image is a single field far beyond csv's default 128 KiB limit.
 _FIELD_LIMIT = 2**31 - 1
 
@@ -78,12 +89,14 @@ def load(bench_cfg, cache_dir: Path) -> Benchmark:
         root / Path(new_root).expanduser() if new_root else None,  # an absolute image_root_to replaces root
     )
     rows = tsv_rows(path, image_store(Path(cache_dir)), rerooting)
-    return assemble(bench_cfg.name, bench_cfg.split, rows, bench_cfg.max_examples, root, bench_cfg.allow_outside_root)
+    return assemble(bench_cfg.name, bench_cfg.split, rows, bench_cfg.max_examples, root, bench_cfg.allow_outside_root,
+                    [path])
 
 
-def tsv_records(path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+def tsv_records(path: Path) -> Iterator[tuple[str, dict[str, str] | RowProblem]]:
     """``("<file>: row <n>", record)`` for every data row, lazily; the header must name the
-    required columns and an image column."""
+    required columns and an image column. A row with more cells than the header gives a
+    :class:`~medexp.benchmarks.records.RowProblem` in place of its record."""
     csv.field_size_limit(_FIELD_LIMIT)
     with path.open(encoding="utf-8-sig", newline="") as handle:
         reader = csv.DictReader(handle, delimiter="\t")
@@ -96,7 +109,9 @@ def tsv_records(path: Path) -> Iterator[tuple[str, dict[str, str]]]:
             for number, record in enumerate(reader, start=1):
                 where = f"{path}: row {number}"
                 if None in record:  # csv puts cells beyond the header under the key None
-                    raise ValueError(f"{where}: {len(header) + len(record[None])} cells for {len(header)} columns")
+                    yield where, RowProblem(f"{MALFORMED_ROW}: {where}: {len(header) + len(record[None])} cells for "
+                                            f"{len(header)} columns")
+                    continue
                 yield where, record
         except UnicodeDecodeError as error:
             raise ValueError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
@@ -118,32 +133,50 @@ def tsv_rows(path: Path, store: Path, rerooting: Rerooting) -> Iterator[SourceRo
     letters: Optional[list[str]] = None
     reserved: set[str] = set()
     for where, record in tsv_records(path):
+        try:
+            if isinstance(record, RowProblem):
+                raise record
+            index = required_text(record, INDEX, where)
+        except RowProblem as problem:
+            yield problem_row(problem, where)
+            continue
         if letters is None:
             letters = option_columns(list(record))
             reserved = {*_REQUIRED, IMAGE, IMAGE_PATH, *letters}
-        index = required_text(record, INDEX, where)
-        options = _options(record, letters, where)
-        answer = required_text(record, ANSWER, where)
+        flaws: dict[str, str] = {}
+        cells = [(record.get(letter) or "").strip() for letter in letters]
+        options = _options(cells, letters, where, flaws)
+        answer = text_field(record, ANSWER, where, flaws)
         meta = {key: (value if value.strip() else None) for key, value in record.items() if key not in reserved}
-        if options:
-            if answer not in LETTERS[:len(options)]:
-                raise ValueError(f"{where}: answer {answer!r} is not one of the row's option letters "
-                                 f"{list(LETTERS[:len(options)])}")
+        if any(cells) and answer:
             meta["answer_letter"] = answer
-            answer = options[LETTERS.index(answer)]
-        yield SourceRow(source_id=index, question=required_text(record, QUESTION, where), answer=answer,
-                        options=options or None, meta=meta, where=where,
+            answer = _gold(answer, cells, options, where, flaws)
+        yield SourceRow(source_id=index, question=text_field(record, QUESTION, where, flaws), answer=answer,
+                        options=options or None, meta=meta, where=where, flaws=flaws,
                         **_image_fields(record, index, where, path, store, stored, rerooting))
 
 
-def _options(record: dict[str, str], letters: list[str], where: str) -> tuple[str, ...]:
-    values = [(record.get(letter) or "").strip() for letter in letters]
-    count = values.index("") if "" in values else len(values)
-    if any(values[count:]):
-        late = next(letter for letter, value in zip(letters[count:], values[count:]) if value)
-        raise ValueError(f"{where}: option {late} follows the empty option {letters[count]}; "
-                         "a row's options fill A, B, ... without gaps")
-    return tuple(values[:count])
+def _options(cells: list[str], letters: list[str], where: str, flaws: dict[str, str]) -> tuple[str, ...]:
+    """The row's options (A, B, ... up to the first empty cell); a filled cell after an empty one
+    is a gap: the options are recorded as a flaw and none are returned."""
+    count = cells.index("") if "" in cells else len(cells)
+    if any(cells[count:]):
+        late = next(letter for letter, value in zip(letters[count:], cells[count:]) if value)
+        flaws["options"] = (f"{OPTION_GAP}: {where}: option {late} follows the empty option {letters[count]}; "
+                            "a row's options fill A, B, ... without gaps")
+        return ()
+    return tuple(cells[:count])
+
+
+def _gold(letter: str, cells: list[str], options: tuple[str, ...], where: str, flaws: dict[str, str]) -> str:
+    """The text of the option the answer ``letter`` names (the cell itself when the options have a
+    gap); ``""`` with the flaw recorded when it names no filled option of the row."""
+    position = LETTERS.index(letter) if letter in LETTERS else len(cells)
+    if position < len(cells) and cells[position] and (not options or position < len(options)):
+        return cells[position]
+    named = list(LETTERS[:len(options)]) if options else [l for l, cell in zip(LETTERS, cells) if cell]
+    flaws["answer"] = f"{ANSWER_OUTSIDE_OPTIONS}: {where}: answer {letter!r} is not one of the row's option letters {named}"
+    return ""
 
 
 def _image_fields(record, index, where, path, store, stored, rerooting) -> dict:

@@ -22,7 +22,10 @@ Official release, split rule: ``test`` is the rows whose ``phrase_type`` is ``te
 order. The example id is ``<name>::<split>::qid<qid>``: the ``qid`` prefix keeps it apart from
 the hub copy's row indices, so the two copies never share an id and never share a cache entry.
 Question and answer are stripped text (the file has integer answers such as ``2``); a missing,
-null or empty one fails naming the file, the row and its qid. Meta: ``answer_type``,
+null or empty one is a flaw of the example, counted and named with the file, the row and its qid
+(skipped when the task needs it, see :mod:`medexp.benchmarks.skips`); a row without a usable
+qid, phrase_type or image_name, a repeated qid or a record that is not an object is skipped and
+counted. Meta: ``answer_type``,
 ``image_organ``, ``question_type`` and ``phrase_type`` stripped (the file has ``"CLOSED "``),
 and the file's own values of ``qid``, ``image_name``, ``image_case_url``, ``evaluation``,
 ``qid_linked_id`` (a string or a number), ``question_frame``, ``question_relation`` and
@@ -35,13 +38,16 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from medexp.benchmarks.base import Benchmark
+from medexp.benchmarks.hf_parquet import HUB_LAYOUT
 from medexp.benchmarks.images import image_folder
-from medexp.benchmarks.records import SourceRow, assemble, read_json, required_text, split_file
+from medexp.benchmarks.records import (
+    DUPLICATE_ID, RowProblem, SourceRow, assemble, problem_row, read_json, require_object, required_text, split_file,
+    text_field,
+)
 
 RELEASE_JSON = "VQA_RAD Dataset Public.json"
 IMAGE_DIRS = ("VQA_RAD Image Folder", "images")  # the release's folder name, and the common rename
 OSF_LAYOUT = "vqa_rad_osf"
-HUB_LAYOUT = "hf_parquet"
 TEST_PHRASE_TYPES = frozenset({"test_freeform", "test_para"})
 SPLITS = ("test", "train")
 STRATA = ("answer_type", "image_organ", "question_type", "phrase_type")  # stripped
@@ -82,20 +88,13 @@ def load_hub(bench_cfg, cache_dir: Path) -> Benchmark:
 def detect_layout(root: Path, bench_cfg) -> str:
     """``vqa_rad_osf`` when ``root`` holds the release JSON, ``hf_parquet`` when it holds parquet
     shards of the split, else an error naming both and what the folder holds."""
-    from medexp.benchmarks.hf_parquet import local_shards
+    from medexp.benchmarks.hf_parquet import release_or_hub_layout
 
-    if (root / RELEASE_JSON).is_file():
-        return OSF_LAYOUT
+    release = f"the official VQA-RAD release ({RELEASE_JSON!r} beside {IMAGE_DIRS[0]!r}/)"
     try:
-        local_shards(root, bench_cfg.split)
-    except FileNotFoundError:
-        found = sorted(path.name for path in root.iterdir())[:10]
-        raise FileNotFoundError(
-            f"bench={bench_cfg.name}: bench.root={root} holds neither the official VQA-RAD release "
-            f"({RELEASE_JSON!r} beside {IMAGE_DIRS[0]!r}/) nor hub parquet shards of split "
-            f"{bench_cfg.split!r} (<dir>/{bench_cfg.split}-*.parquet); it holds {found}"
-        ) from None
-    return HUB_LAYOUT
+        return release_or_hub_layout(root, RELEASE_JSON, OSF_LAYOUT, bench_cfg.split, release)
+    except FileNotFoundError as error:
+        raise FileNotFoundError(f"bench={bench_cfg.name}: {error}") from None
 
 
 def load_release(
@@ -116,7 +115,8 @@ def load_release(
     path = split_file(name, root, RELEASE_JSON)
     records = read_json(path, list, "a JSON list of question records")
     images = image_folder(root, image_dir or release_image_dir(root), cache_dir)
-    benchmark = assemble(name, split, _rows(records, path, images, split), max_examples, images, allow_outside_root)
+    benchmark = assemble(name, split, _rows(records, path, images, split), max_examples, images, allow_outside_root,
+                         [path])
     benchmark.layout = OSF_LAYOUT
     return benchmark
 
@@ -136,23 +136,33 @@ def _rows(records: list, path: Path, images: Path, split: str) -> Iterator[Sourc
     seen: dict[str, int] = {}
     for index, record in enumerate(records):
         where = f"{path}: row {index}"
-        if not isinstance(record, dict):
-            raise ValueError(f"{where}: expected a question record (a JSON object), got {record!r}")
-        qid = required_text(record, "qid", where)
-        where = f"{where} (qid {record['qid']!r})"
-        if qid in seen:
-            raise ValueError(f"{where}: qid {qid} already used by row {seen[qid]}; qids must be unique")
-        seen[qid] = index
-        phrase_type = required_text(record, "phrase_type", where)
-        if (phrase_type in TEST_PHRASE_TYPES) != (split == "test"):
+        try:
+            record = require_object(record, where, "a question record")
+            qid = required_text(record, "qid", where)
+        except RowProblem as problem:
+            yield problem_row(problem, where)
             continue
+        where = f"{where} (qid {record['qid']!r})"
+        first = seen.setdefault(qid, index)  # qids are unique across both splits
+        try:
+            phrase_type = required_text(record, "phrase_type", where)
+            if (phrase_type in TEST_PHRASE_TYPES) != (split == "test"):
+                continue
+            if first != index:
+                raise RowProblem(f"{DUPLICATE_ID}: {where}: qid {qid} already used by row {first}")
+            image = images / required_text(record, "image_name", where)
+        except RowProblem as problem:
+            yield problem_row(problem, where, f"qid{qid}" if first == index else None)
+            continue
+        flaws: dict[str, str] = {}
         yield SourceRow(
             source_id=f"qid{qid}",
-            question=required_text(record, "question", where),
-            answer=required_text(record, "answer", where),
-            image=images / required_text(record, "image_name", where),
+            question=text_field(record, "question", where, flaws),
+            answer=text_field(record, "answer", where, flaws),
+            image=image,
             meta={**{key: _stripped(record.get(key)) for key in STRATA}, **{key: record.get(key) for key in RAW_META}},
             where=where,
+            flaws=flaws,
         )
 
 

@@ -30,13 +30,14 @@ from medexp.controls.images import negative_image_set, without_images
 from medexp.controls.ordering import answer_lengths, mink_scores, order_by_hash, order_by_values, order_spearman
 
 
-def control_benchmark(cfg, cache_dir: str | Path) -> Benchmark:
-    """The benchmark a cell runs on: the cell's bench, or a negative control's image set."""
+def control_benchmark(cfg, cache_dir: str | Path, needs=None) -> Benchmark:
+    """The benchmark a cell runs on: the cell's bench, or a negative control's image set.
+    ``needs``: the example fields the detector reads (rows unusable for them are skipped)."""
     from medexp.benchmarks import load_benchmark_from_config
 
     if ControlKind(cfg.control.kind) is ControlKind.negative_images:
         return negative_image_set(cfg.control, cache_dir)
-    return load_benchmark_from_config(cfg.bench, cache_dir)
+    return load_benchmark_from_config(cfg.bench, cache_dir, needs)
 
 
 def apply_control(ctx) -> list[Example]:

@@ -23,7 +23,6 @@ arm's outcome, y_i the mean of its second-arm outcomes):
 from __future__ import annotations
 
 import math
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 from collections.abc import Iterable, Sequence
@@ -32,9 +31,9 @@ import numpy as np
 import pandas as pd
 
 from medexp.answers.table import RESPONSE_COLUMNS, Status, check_response_table
+from medexp.benchmarks.skips import metric_name, reason_metrics
 from medexp.detectors.medvigil import ERRORS_EXCLUDED, ERRORS_WRONG
 from medexp.probes.choice import EXAMPLE_META
-from medexp.probes.options import normalise
 from medexp.stats.paired import mcnemar_exact, relabel_test, wilson_interval
 
 MISSING_STRATUM = "(missing)"
@@ -220,25 +219,14 @@ def skipped_metrics(skipped: Sequence[tuple[str, str]]) -> dict[str, float]:
     return reason_metrics("n_skipped", skipped_table(skipped).drop_duplicates("example_id")["detail"])
 
 
-def reason_metrics(name: str, reasons: Iterable[str]) -> dict[str, float]:
-    """``<name>`` (how many reasons) and ``<name>.<kind>`` per kind of reason (the text before its first colon)."""
-    kinds = Counter(str(reason).split(":", 1)[0] for reason in reasons)
-    return {name: float(sum(kinds.values())),
-            **{f"{name}.{_metric_name(kind)}": float(count) for kind, count in kinds.items()}}
-
-
 def skipped_probe_metrics(skipped: Sequence[tuple[str, str]]) -> dict[str, float]:
     """``n_skipped_probes`` and ``n_skipped_probes.<reason>``: counted per probe, for probe sets
     whose skipped ids do not name an example (a release's own probe ids)."""
     frame = skipped_table(skipped)
     out = {"n_skipped_probes": float(len(frame))}
     for reason, count in frame["reason"].value_counts().items():
-        out[f"n_skipped_probes.{_metric_name(reason)}"] = float(count)
+        out[f"n_skipped_probes.{metric_name(reason)}"] = float(count)
     return out
-
-
-def _metric_name(text: str) -> str:
-    return "_".join(normalise(text).replace("-", " ").split())
 
 
 def proportion_bars(ax, bars: Sequence[tuple[str, float, float, float]], title: str, ylabel: str,

@@ -38,13 +38,13 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from medexp.benchmarks.skips import reason_metrics
 from medexp.detectors.answer_arms import (
     Pairs,
     joined,
     pair_frame,
     paired_statistics,
     pairs,
-    reason_metrics,
     skipped_metrics,
     skipped_table,
     status_counts,

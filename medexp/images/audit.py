@@ -28,6 +28,7 @@ from typing import Sequence
 import numpy as np
 
 from medexp.benchmarks.base import Benchmark, Example
+from medexp.benchmarks.skips import skip_metrics
 from medexp.detectors.base import DetectorResult
 from medexp.images.store import DistinctImages, EmbeddingSet
 
@@ -49,7 +50,10 @@ def load_corpus(corpus_cfg, cache_dir: Path) -> Benchmark:
             f"corpus={corpus_cfg.name}: set detector.corpus.source.root=/path/to/{corpus_cfg.name} (format {fmt.value})"
         )
     source = source.copy()
-    source.image_only = True  # a reference corpus is a set of images; its rows need no question
+    # A reference corpus is a set of images: its rows need no question or answer, and question
+    # filters (bench.languages ...) do not apply to it: an image is the same image whatever the
+    # language of the questions about it.
+    source.image_only = True
     return load_benchmark_from_config(source, cache_dir)
 
 
@@ -131,7 +135,8 @@ def image_nn_audit(
     if len(corpus_rows) < 2:
         raise ValueError(f"corpus={corpus_name}: needs at least two images, has {len(corpus_rows)}")
     if corpus.skipped:
-        log.warning("corpus %s: skipped %d unreadable images", corpus_name, len(corpus.skipped))
+        log.warning("corpus %s: skipped %d rows (%s)", corpus_name, len(corpus.skipped),
+                    ", ".join(f"{name.split('.', 1)[1]} {int(count)}" for name, count in skip_metrics(corpus.skipped).items()))
 
     embedder_cfg = detector_cfg.embedder
     embedder = load_embedder(embedder_cfg)
@@ -143,6 +148,11 @@ def image_nn_audit(
         return embed_images(embedder, images, cache_dir, embedder_cfg.batch_size, embedder_cfg.shard_size, desc)
 
     corpus_images = distinct_images([row.image for row in corpus_rows], cache_dir)
+    outside_only = images_outside_selection(corpus_rows, corpus_images, corpus.outside_selection)
+    if corpus.outside_selection:
+        log.info("corpus %s: %d of its %d distinct images come only from rows outside the benchmark's question "
+                 "selection (bench.languages ...), read because images are compared whatever their questions",
+                 corpus_name, outside_only, len(corpus_images))
     corpus_side = EmbeddedSide(corpus_rows, corpus_images, embed(corpus_images, len(corpus_rows), f"corpus {corpus_name}"))
     reference = DeduplicatedCorpus.build(corpus_side)
     bench_images = distinct_images([row.image for row in with_image], cache_dir)
@@ -155,6 +165,8 @@ def image_nn_audit(
     result.metrics.update(
         {
             "n_corpus_skipped": float(len(corpus.skipped)),
+            **skip_metrics(corpus.skipped, "n_corpus_skipped"),
+            "corpus_n_distinct_files_outside_selection": float(outside_only),
             "n_without_image": float(len(examples) - len(with_image)),
         }
     )
@@ -162,6 +174,17 @@ def image_nn_audit(
     result.extra_tables["questions"] = question_table(bench, result.table)
     result.figures.update(panels(result.extra_tables["flagged_pairs"], detector_cfg.max_panels))
     return result
+
+
+def images_outside_selection(rows: Sequence[Example], images: DistinctImages, outside: frozenset[str]) -> int:
+    """How many distinct images (by bytes) only rows outside the question selection hold."""
+    if not outside:
+        return 0
+    inside = np.zeros(len(images), dtype=bool)
+    for row, image in zip(rows, images.inverse):
+        if row.example_id not in outside:
+            inside[image] = True
+    return int((~inside).sum())
 
 
 def benchmark_vectors(images: DistinctImages, corpus: EmbeddedSide, embed) -> EmbeddingSet:

@@ -68,7 +68,7 @@ def read_release_probes(benchmark: Benchmark, root: Path) -> ProbeSet:
     """The release's probes for the cases of ``benchmark`` (loaded with format medvigil), in file order."""
     root = Path(root)
     loaded = {example.meta.get("case_id"): example for example in benchmark.examples}
-    skipped_cases = {skip.example_id.rsplit("::", 1)[-1]: skip.reason for skip in benchmark.skipped}
+    skipped_cases = {skip.example_id.rsplit("::", 1)[-1]: skip.reason for skip in benchmark.skipped if skip.example_id}
     listed = {row["case_id"].strip() for _, row in read_csv(root / MANIFEST, MANIFEST_COLUMNS)}
     path = root / PROBES
     if not path.is_file():

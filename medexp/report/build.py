@@ -13,6 +13,7 @@ from medexp.report.artefacts import derived_values, read_artefact_tables
 from medexp.report.cells import CellIndex
 from medexp.report.claims import Claim
 from medexp.report.evaluate import ClaimResult, Outcome, evaluate_claims, status_counts
+from medexp.report.external import write_external_tables
 from medexp.report.figures import ReportFigure, draw_figures
 from medexp.report.render import TITLE, ReportContext, latex_replicate_table, latex_table, report_blocks
 from medexp.report.replicates import replicate_frame, replicate_rows
@@ -75,6 +76,7 @@ def build_report(cfg, claims: Sequence[Claim]) -> ReportOutcome:
     try:
         context = ReportContext(str(cfg.tracking.experiment), tracker.uri, run_id, created)
         files = write_report(output_dir, results, index, figures, context)
+        files += write_external_tables(cfg.get("external_tables") or [], tracker, index.finished, output_dir)
         tracker.log_files(run_id, {name: (output_dir / name).read_bytes() for name in files})
         tracker.log_metrics(run_id, report_metrics(results))
         tracker.finish(run_id)

@@ -15,6 +15,7 @@ from typing import Callable
 from omegaconf import DictConfig, OmegaConf
 
 from medexp.benchmarks.base import Benchmark, Example
+from medexp.benchmarks.skips import skip_metrics
 from medexp.config.schemas import ExchConfig, ExchRankConfig, ImageNNConfig
 from medexp.detectors.base import DetectorResult
 from medexp.runner.inputs import CellInputs, load_inputs
@@ -99,8 +100,9 @@ def check_cell(cfg: DictConfig) -> None:
 
 def evaluate(cfg: DictConfig, seed: int, inputs: CellInputs | None = None) -> tuple[dict[str, float], DetectorResult]:
     """Run the cell ``cfg`` describes on its ``inputs`` (loaded here when not given): control,
-    scores, detector; return its metrics (the detector's, plus ``control_order_spearman`` and
-    ``n_skipped_examples``) and result."""
+    scores, detector; return its metrics (the detector's, plus ``control_order_spearman``,
+    ``n_skipped_examples``, ``n_skipped.<reason>`` and, when bench.dedup removed rows,
+    ``n_deduplicated``) and result."""
     from medexp.config.schemas import ControlKind
     from medexp.controls import apply_control, order_spearman, run_with_baselines
 
@@ -108,8 +110,6 @@ def evaluate(cfg: DictConfig, seed: int, inputs: CellInputs | None = None) -> tu
     cache_dir = Path(cfg.paths.cache_dir)
     inputs = inputs or load_inputs(cfg, cache_dir)
     benchmark = inputs.benchmark
-    if benchmark.skipped:
-        log.warning("%s: skipped %d examples (first: %s)", benchmark.name, len(benchmark.skipped), benchmark.skipped[0].reason)
     ctx = CellContext(cfg, seed, benchmark, list(benchmark.examples), cache_dir, corpus=inputs.corpus,
                       twin=inputs.twin)
     # The control may read the cell model's scores of the released examples to choose its order.
@@ -124,6 +124,12 @@ def evaluate(cfg: DictConfig, seed: int, inputs: CellInputs | None = None) -> tu
         "control_order_spearman": order_spearman(ctx.examples),
         "n_skipped_examples": float(len(benchmark.skipped)),
     }
+    # Rows skipped while loading, by reason; an answering detector's examples skipped while making
+    # probes for the same reason add to the same count.
+    for name, count in skip_metrics(benchmark.skipped).items():
+        metrics[name] = metrics.get(name, 0.0) + count
+    if benchmark.removed_duplicates:
+        metrics["n_deduplicated"] = float(len(benchmark.removed_duplicates))
     return metrics, result
 
 

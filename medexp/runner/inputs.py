@@ -31,7 +31,8 @@ def load_inputs(cfg, cache_dir: str | Path) -> CellInputs:
     from medexp.controls import control_benchmark
     from medexp.hashing import stable_hash
 
-    benchmark = control_benchmark(cfg, cache_dir)
+    # Rows are skipped for the fields this detector reads (an image detector needs no answers).
+    benchmark = control_benchmark(cfg, cache_dir, OmegaConf.get_type(cfg.detector).example_fields)
     bench_hash = content_hash(benchmark.examples, cache_dir)
     corpus = None
     parts = {"benchmark": bench_hash}

@@ -47,7 +47,7 @@ def ham_root(tmp_path) -> Path:
 
 
 def test_ham10000_csv_loads_in_file_order_with_frequencies_and_meta(ham_root, tmp_path):
-    bench = load_benchmark("ham10000", cache_dir=tmp_path / "cache", root=ham_root)
+    bench = load_benchmark("ham10000", cache_dir=tmp_path / "cache", root=ham_root, max_skipped_share=0.5)
     kept = [row for row in HAM_ROWS if row[7] in ("part_1", "part_2")]
     assert [ex.example_id for ex in bench.examples] == [f"ham10000::train::{row[1]}" for row in kept]
     assert [ex.answer for ex in bench.examples] == [row[2] for row in kept]
@@ -79,7 +79,8 @@ def test_a_csv_row_with_an_empty_label_is_skipped_and_counted(tmp_path):
     write_file(root / "images" / "b.png", image_bytes(2))
     (root / "labels.csv").write_text("file,finding\na.png,effusion\nb.png,\n", encoding="utf-8")
     bench = load_benchmark("ham10000", cache_dir=tmp_path, root=root, csv_file="labels.csv", image_column="file",
-                           label_column="finding", image_dirs=["images"], image_extension=None, expected_examples=None)
+                           label_column="finding", image_dirs=["images"], image_extension=None, expected_examples=None,
+                           max_skipped_share=0.5)
     assert [ex.answer for ex in bench.examples] == ["effusion"]
     assert [skip.kind for skip in bench.skipped] == ["missing field"]
 
@@ -96,7 +97,7 @@ def folder_root(tmp_path) -> Path:
 
 
 def test_image_folder_order_classes_frequencies_and_skips(folder_root, tmp_path):
-    bench = load_benchmark("image_folder", cache_dir=tmp_path, root=folder_root, split="train")
+    bench = load_benchmark("image_folder", cache_dir=tmp_path, root=folder_root, split="train", max_skipped_share=0.5)
     assert [ex.example_id for ex in bench.examples] == [
         "image_folder::train::erosion/c.png",
         "image_folder::train::normal/a.jpg",

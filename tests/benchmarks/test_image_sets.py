@@ -35,7 +35,8 @@ def write_wikiart(root, shards=2, rows=SHARD_ROWS):
 
 
 def cfg(root, **fields):
-    base = {"name": "wikiart", "format": "image_set", "split": "train", "label_column": "style", "root": str(root) if root else None}
+    base = {"name": "wikiart", "format": "image_set", "split": "train", "label_column": "style", "root": str(root) if root else None,
+            "max_skipped_share": 0.5}  # the fixtures plant corrupt images among a few rows
     return OmegaConf.merge(OmegaConf.structured(BenchConfig), {**base, **fields})
 
 

@@ -33,13 +33,19 @@ def run_inspect(*args: str, cache: Path) -> subprocess.CompletedProcess:
 def test_inspect_prints_counts_and_strata_as_json(tmp_path):
     root = write_slake(tmp_path / "slake")
     (root / "imgs" / "xmlab7" / "source.jpg").unlink()  # one English question loses its image
-    result = run_inspect("bench=slake", f"bench.root={root}", cache=tmp_path / "cache")
+    refused = run_inspect("bench=slake", f"bench.root={root}", cache=tmp_path / "cache")
+    # 1 of 5 rows skipped is above the default 1%: refused, but still described
+    assert refused.returncode == 1 and "TooManySkipped: bench=slake split=test: 1 of 5 rows skipped" in refused.stderr
+    assert json.loads(refused.stdout)["findings"][0].startswith("refused: bench=slake split=test: 1 of 5 rows skipped")
+    result = run_inspect("bench=slake", f"bench.root={root}", "bench.max_skipped_share=0.5", cache=tmp_path / "cache")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["name"] == "slake" and summary["split"] == "test" and summary["format"] == "slake"
     assert summary["version"] == 1
     assert (summary["n_examples"], summary["n_with_image"], summary["n_skipped"]) == (4, 4, 1)
-    assert summary["skipped"] == {"missing image": 1}
+    assert summary["skipped"] == {"missing image": 1} and summary["n_skipped.missing_image"] == 1
+    assert summary["skipped_rows"] == [{"row": "slake::test::11950", "reason": f"missing image: {root / 'imgs/xmlab7/source.jpg'}"}]
+    assert summary["files"] == [str(root / "test.json")]
     assert summary["expected_examples"] == 1061 and summary["matches_expected"] is False
     assert summary["strata"]["answer_type"] == {"OPEN": 3, "CLOSED": 1}
     assert summary["strata"]["modality"] == {"CT": 2, "X-Ray": 2}
@@ -56,7 +62,7 @@ def test_inspect_reads_the_official_vqa_rad_release(tmp_path):
     assert (summary["format"], summary["layout"], summary["root"]) == ("vqa_rad", "vqa_rad_osf", str(root))
     assert (summary["n_examples"], summary["n_skipped"], summary["expected_examples"]) == (451, 0, 451)
     assert summary["matches_expected"] is True
-    assert summary["findings"] == ["451 examples, as bench.expected_examples says"]
+    assert summary["findings"] == ["451 examples, as the config expects for split test"]
     test = [record for record in records if record["phrase_type"] in ("test_freeform", "test_para")]
     assert summary["strata"]["answer_type"] == {"CLOSED": 272, "OPEN": 179}
     assert summary["strata"]["phrase_type"] == dict(Counter(record["phrase_type"] for record in test).most_common())
@@ -78,7 +84,7 @@ def test_inspect_names_missing_corrupt_and_byte_identical_images(tmp_path):
     (folder / "synpic100176.jpg").write_bytes(duplicate)  # the same picture under a second name
     (folder / "synpic42202.jpg").unlink()
     (folder / "synpic54610.jpg").write_bytes(corrupt_bytes())
-    result = run_inspect("bench=vqa_rad", f"bench.root={root}", cache=tmp_path / "cache")
+    result = run_inspect("bench=vqa_rad", f"bench.root={root}", "bench.max_skipped_share=0.5", cache=tmp_path / "cache")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert (summary["n_examples"], summary["n_skipped"]) == (3, 3)
@@ -94,8 +100,8 @@ def test_inspect_names_missing_corrupt_and_byte_identical_images(tmp_path):
         "n_questions": 3,
     }]}
     assert summary["findings"] == [
-        ("3 examples where bench.expected_examples is 451 (-448): is the copy complete, and are the layout "
-         "(vqa_rad_osf) and split (test) right?"),
+        ("3 examples where the config expects 451 for split test (-448): is the copy complete, and are the layout "
+         "(vqa_rad_osf) and split right?"),
         f"2 question(s) skipped for 1 missing image(s), e.g. {folder / 'synpic42202.jpg'}",
         f"1 question(s) skipped for 1 corrupt image(s), e.g. {images['corrupt']['images'][0]}",
         "1 group(s) of byte-identical images under different names (2 files): the same picture is counted as distinct images",
@@ -120,7 +126,7 @@ def test_inspect_summarises_slake_regions(tmp_path):
 
 def test_inspect_expected_count_match(tmp_path):
     root = write_slake(tmp_path / "slake")
-    result = run_inspect("bench=slake", f"bench.root={root}", "bench.expected_examples=5", cache=tmp_path / "cache")
+    result = run_inspect("bench=slake", f"bench.root={root}", "bench.expected_by_split.test=5", cache=tmp_path / "cache")
     summary = json.loads(result.stdout)
     assert summary["n_examples"] == 5 and summary["matches_expected"] is True and summary["skipped"] == {}
 
@@ -190,7 +196,7 @@ def test_import_medexp_stays_light():
 
 @pytest.mark.parametrize("name,fmt,hub_id", [
     ("slake", "slake", "BoKelvin/SLAKE"),
-    ("pathvqa", "hf_parquet", "flaviagiammarino/path-vqa"),
+    ("pathvqa", "pathvqa", "flaviagiammarino/path-vqa"),
     ("vqa_rad", "vqa_rad", "flaviagiammarino/vqa-rad"),
     ("omnimedvqa", "omnimedvqa", "foreverbeliever/OmniMedVQA"),
 ])
@@ -199,4 +205,5 @@ def test_cli_composes_each_benchmark(name, fmt, hub_id):
     assert result.returncode == 0, result.stderr
     bench = yaml.safe_load(result.stdout)["bench"]
     assert (bench["name"], bench["format"], bench["hub_id"]) == (name, fmt, hub_id)
-    assert bench["expected_examples"] == {"slake": 1061, "pathvqa": 6719, "vqa_rad": 451, "omnimedvqa": 4999}[name]
+    expected = bench["expected_examples"] or bench["expected_by_split"][bench["split"]]
+    assert expected == {"slake": 1061, "pathvqa": 6719, "vqa_rad": 451, "omnimedvqa": 4999}[name]

@@ -12,6 +12,7 @@ from PIL import Image
 from medexp.benchmarks.base import Benchmark, Example
 from medexp.benchmarks.images import image_problem
 from medexp.benchmarks.local import load_local
+from medexp.benchmarks.skips import IMAGE_TASK, QUESTION_TASK, requiring
 from medexp.demo.scans import ScanSpec, png_bytes, render_scan
 
 
@@ -98,15 +99,16 @@ def test_blank_lines_are_ignored(tmp_path):
 
 
 @pytest.mark.parametrize("missing", ["id", "question", "answer"])
-def test_missing_required_field_names_file_and_line(tmp_path, missing):
+def test_a_row_missing_a_field_is_skipped_naming_file_and_line(tmp_path, missing):
     row = {"id": "2", "question": "q", "answer": "a"}
     del row[missing]
     write_jsonl(tmp_path / "test.jsonl", [{"id": "1", "question": "q", "answer": "a"}, row])
-    with pytest.raises(ValueError) as info:
-        load_local("x", tmp_path, "test")
-    message = str(info.value)
-    assert f"{tmp_path / 'test.jsonl'}:2" in message
-    assert missing in message
+    bench = requiring(load_local("x", tmp_path, "test"), QUESTION_TASK)
+    assert [ex.example_id for ex in bench.examples] == ["x::test::1"]
+    (skip,) = bench.skipped
+    assert skip.kind == f"missing {missing}" and skip.example_id == (None if missing == "id" else "x::test::2")
+    assert skip.reason == f"missing {missing}: {tmp_path / 'test.jsonl'}:2: {missing} is missing"
+    assert skip.label == (f"{tmp_path / 'test.jsonl'}:2" if missing == "id" else "x::test::2")
 
 
 def test_all_examples_skipped_raises(tmp_path):
@@ -124,15 +126,15 @@ def test_missing_split_file(tmp_path):
         load_local("x", tmp_path, "test")
 
 
-def test_duplicate_ids_rejected_with_the_id_and_both_lines(tmp_path):
+def test_a_repeated_id_is_skipped_naming_the_id_and_both_lines(tmp_path):
     write_jsonl(tmp_path / "test.jsonl", [{"id": "7", "question": "q", "answer": "a"},
                                           {"id": "8", "question": "q", "answer": "a"},
                                           {"id": "7", "question": "q2", "answer": "b"}])
-    with pytest.raises(ValueError) as info:
-        load_local("x", tmp_path, "test")
-    message = str(info.value)
-    assert "duplicate id '7'" in message
-    assert f"{tmp_path / 'test.jsonl'}:3" in message and f"{tmp_path / 'test.jsonl'}:1" in message
+    bench = load_local("x", tmp_path, "test")
+    assert [ex.question for ex in bench.examples] == ["q", "q"]
+    (skip,) = bench.skipped
+    assert skip.kind == "duplicate id" and "id '7'" in skip.reason
+    assert f"{tmp_path / 'test.jsonl'}:3" in skip.reason and f"{tmp_path / 'test.jsonl'}:1" in skip.reason
 
 
 @pytest.mark.parametrize("line,expected", [
@@ -140,44 +142,45 @@ def test_duplicate_ids_rejected_with_the_id_and_both_lines(tmp_path):
     ('{"id": "2", "question": "q", "answer": "a"}}', "malformed JSON"),
     ('["2", "q", "a"]', "expected a JSON object, got list"),
 ])
-def test_malformed_line_names_file_and_line(tmp_path, line, expected):
+def test_a_malformed_line_is_skipped_naming_file_and_line(tmp_path, line, expected):
     write_jsonl(tmp_path / "test.jsonl", [{"id": "1", "question": "q", "answer": "a"}, "", line,
                                           {"id": "3", "question": "q", "answer": "a"}])
-    with pytest.raises(ValueError) as info:
-        load_local("x", tmp_path, "test")
-    assert str(info.value).startswith(f"{tmp_path / 'test.jsonl'}:3: {expected}")
+    bench = load_local("x", tmp_path, "test")
+    assert [ex.example_id for ex in bench.examples] == ["x::test::1", "x::test::3"]
+    (skip,) = bench.skipped
+    assert skip.reason.startswith(f"malformed row: {tmp_path / 'test.jsonl'}:3: {expected}")
 
 
-def test_non_utf8_bytes_name_file_and_line(tmp_path):
+def test_non_utf8_bytes_are_skipped_naming_file_and_line(tmp_path):
     good = json.dumps({"id": "1", "question": "q", "answer": "a"}).encode()
     bad = '{"id": "2", "question": "caf'.encode() + b"\xe9" + b'", "answer": "a"}'
     (tmp_path / "test.jsonl").write_bytes(good + b"\n" + bad + b"\n")
-    with pytest.raises(ValueError) as info:
-        load_local("x", tmp_path, "test")
-    assert str(info.value).startswith(f"{tmp_path / 'test.jsonl'}:2: not UTF-8 text")
+    bench = load_local("x", tmp_path, "test")
+    assert len(bench) == 1 and bench.skipped[0].reason.startswith(f"malformed row: {tmp_path / 'test.jsonl'}:2: not UTF-8 text")
 
 
-@pytest.mark.parametrize("answer,problem", [(None, "is null"), ("", "is empty ('')"), ("   ", "is empty ('   ')"),
-                                            (["a"], "is a JSON list (['a'])")])
-def test_null_or_empty_answers_are_errors_not_text(tmp_path, answer, problem):
+@pytest.mark.parametrize("answer,problem", [(None, "missing answer: {where}: answer is null"),
+                                            ("", "empty answer: {where}: answer is empty ('')"),
+                                            ("   ", "empty answer: {where}: answer is empty ('   ')"),
+                                            (["a"], "malformed answer: {where}: answer is a JSON list (['a'])")])
+def test_null_or_empty_answers_are_flaws_never_text(tmp_path, answer, problem):
     write_jsonl(tmp_path / "test.jsonl", [{"id": "1", "question": "q", "answer": "a"},
                                           {"id": "2", "question": "q", "answer": answer}])
-    with pytest.raises(ValueError) as info:
-        load_local("x", tmp_path, "test")
-    assert str(info.value).startswith(f"{tmp_path / 'test.jsonl'}:2: answer {problem};")
+    read = load_local("x", tmp_path, "test")
+    assert read.examples[1].answer == "" and read.flaws == {
+        "x::test::2": {"answer": problem.format(where=f"{tmp_path / 'test.jsonl'}:2")}}
+    bench = requiring(read, QUESTION_TASK)
+    assert len(bench) == 1 and bench.skipped[0].reason == read.flaws["x::test::2"]["answer"]
 
 
-def test_an_image_only_corpus_may_leave_question_and_answer_empty(tmp_path):
+def test_an_image_corpus_may_leave_question_and_answer_empty(tmp_path):
     write_scan(tmp_path / "images" / "a.png")
     rows = [{"id": "1", "question": "", "answer": "", "image": "images/a.png"}]
     write_jsonl(tmp_path / "corpus.jsonl", rows)
-    (example,) = load_local("c", tmp_path, "corpus", image_only=True).examples
+    (example,) = requiring(load_local("c", tmp_path, "corpus"), IMAGE_TASK).examples
     assert (example.question, example.answer, example.image.name) == ("", "", "a.png")
-    with pytest.raises(ValueError, match="corpus.jsonl:1: question is empty"):
-        load_local("c", tmp_path, "corpus")  # a benchmark row needs its question
-    write_jsonl(tmp_path / "corpus.jsonl", [{"id": "1", "question": "", "answer": ""}])
-    with pytest.raises(ValueError, match="corpus.jsonl:1: question is empty"):
-        load_local("c", tmp_path, "corpus", image_only=True)  # no image: nothing to keep
+    with pytest.raises(ValueError, match="no examples .*empty question"):
+        requiring(load_local("c", tmp_path, "corpus"), QUESTION_TASK)  # a benchmark row needs its question
 
 
 def test_numeric_answers_keep_their_text(tmp_path):

@@ -53,8 +53,10 @@ def release(tmp_path):
 
 
 def cfg(root, **fields):
-    return OmegaConf.merge(OmegaConf.structured(BenchConfig),
-                           {"name": "omnimedvqa", "format": "omnimedvqa", "split": "train", "root": str(root), **fields})
+    # the fixture plants a corrupt image among a few rows: far above the default 1% of skipped rows
+    return OmegaConf.merge(OmegaConf.structured(BenchConfig), {
+        "name": "omnimedvqa", "format": "omnimedvqa", "split": "train", "root": str(root), "max_skipped_share": 0.5,
+        **fields})
 
 
 def test_files_sorted_rows_in_order_corrupt_image_skipped(release, tmp_path):
@@ -93,7 +95,7 @@ def test_max_examples_caps_rows_in_order(release, tmp_path, cap, expected_ids, s
     assert len(bench.skipped) == skipped
 
 
-def test_gold_letter_without_its_option_is_skipped(tmp_path):
+def test_gold_letter_without_its_option_is_skipped_unless_the_task_needs_no_answer(tmp_path):
     root = tmp_path / "o"
     (root / "QA_information" / "Open-access").mkdir(parents=True)
     write_file(root / "Images/x.png", image_bytes(0))
@@ -102,6 +104,10 @@ def test_gold_letter_without_its_option_is_skipped(tmp_path):
     bench = load_benchmark_from_config(cfg(root), tmp_path / "cache")
     assert [ex.example_id for ex in bench.examples] == ["omnimedvqa::train::X_2"]
     assert bench.skipped[0].kind == "unmatched answer" and "'D'" in bench.skipped[0].reason
+    # an image corpus reads the row's image: the unknown gold does not matter there
+    corpus = load_benchmark_from_config(cfg(root, image_only=True), tmp_path / "cache")
+    assert [ex.example_id for ex in corpus.examples] == ["omnimedvqa::train::X_1", "omnimedvqa::train::X_2"]
+    assert corpus.skipped == [] and corpus.examples[0].answer == ""
 
 
 @pytest.mark.parametrize("gt,options,expected", [
@@ -116,14 +122,18 @@ def test_gold_answer(gt, options, expected):
     assert gold_answer(gt, options) == expected
 
 
-def test_missing_field_is_named(tmp_path):
+def test_a_row_missing_a_field_is_skipped_naming_it(tmp_path):
     root = tmp_path / "o"
     (root / "QA_information" / "Open-access").mkdir(parents=True)
-    record = qa("X", "X_1", "yes", ["yes", "no"], "Images/x.png")
-    del record["gt_answer"]
-    (root / "QA_information" / "Open-access" / "X.json").write_text(json.dumps([record]))
-    with pytest.raises(ValueError, match=r"X\.json\[0\]: missing field\(s\) \['gt_answer'\]"):
-        load_benchmark_from_config(cfg(root), tmp_path / "cache")
+    write_file(root / "Images" / "x.png", image_bytes(1))
+    records = [qa("X", f"X_{k}", "yes", ["yes", "no"], "Images/x.png") for k in range(3)]
+    del records[1]["gt_answer"], records[2]["image_path"]
+    (root / "QA_information" / "Open-access" / "X.json").write_text(json.dumps(records))
+    bench = load_benchmark_from_config(cfg(root, max_skipped_share=1), tmp_path / "cache")
+    assert [ex.example_id for ex in bench.examples] == ["omnimedvqa::train::X_0"]
+    reasons = {skip.kind: skip.reason for skip in bench.skipped}
+    assert reasons["missing answer"] == f"missing answer: {root / 'QA_information/Open-access/X.json'}[1]: gt_answer is missing"
+    assert "X.json[2]: missing field(s) ['image_path']" in reasons["missing field"] and len(bench.skipped) == 2
 
 
 def test_parquet_mirror_gives_the_same_examples(release, tmp_path):

@@ -96,12 +96,18 @@ def test_missing_image_is_skipped_and_counted(tmp_path):
     assert len(bench) == 4 and [ex.position for ex in bench.examples] == [0, 1, 2, 3]
 
 
-def test_missing_field_names_the_record(tmp_path):
+def test_a_record_missing_its_qid_or_image_is_skipped_naming_the_record(tmp_path):
     records = slake_records()
     del records[2]["qid"]
+    del records[5]["img_name"]
+    records[7]["answer"] = ""  # a flaw of the example: kept by the loader, skipped by a task needing answers
     release = write_slake(tmp_path / "s", records)
-    with pytest.raises(ValueError, match=r"test\.json\[2\]: missing field\(s\) \['qid'\]"):
-        load_slake("slake", release, "test", tmp_path / "cache", languages=["en"])
+    bench = load_slake("slake", release, "test", tmp_path / "cache", languages=["en"])
+    assert [(skip.example_id, skip.kind) for skip in bench.skipped] == [(None, "missing field"), ("slake::test::11950", "missing field")]
+    assert bench.skipped[0].reason.startswith(f"missing field: {release / 'test.json'}[2]: missing field(s) ['qid']")
+    assert bench.skipped[0].label == f"{release / 'test.json'}[2]"
+    assert list(bench.flaws) == ["slake::test::11800"] and bench.flaws["slake::test::11800"]["answer"].startswith(
+        f"empty answer: {release / 'test.json'}[7]: answer is empty")
 
 
 def test_not_a_list_and_missing_file(tmp_path):

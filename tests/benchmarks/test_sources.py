@@ -125,11 +125,12 @@ def test_local_format_needs_a_root(tmp_path):
 
 
 @pytest.mark.parametrize("overrides,message", [
-    (["bench=pathvqa", "bench.languages=[en]"], "bench.languages is only read by format(s) ['slake'], not hf_parquet"),
+    (["bench=pathvqa", "bench.languages=[en]"], "bench.languages is only read by format(s) ['slake'], not pathvqa"),
     (["bench=slake", "bench.subsample_n=5"], "bench.subsample_n is only read by format(s) ['image_set'], not slake"),
     (["bench=local", "bench.hub_id=x/y"], "bench.hub_id is only read by"),
-    (["bench=pathvqa", "bench.image_dir=imgs"],
-     "bench.image_dir is only read by format(s) ['slake', 'pmc_oa', 'vqa_rad', 'vqa_rad_osf'], not hf_parquet"),
+    (["bench=pathvqa", "bench.format=hf_parquet", "bench.image_dir=imgs", "bench.dedup=null"],
+     "bench.image_dir is only read by format(s) ['slake', 'pmc_oa', 'vqa_rad', 'vqa_rad_osf', 'pathvqa'], not hf_parquet"),
+    (["bench=pathvqa", "bench.format=hf_parquet"], "bench.dedup is only read by format(s) ['pathvqa'], not hf_parquet"),
     (["bench=vqa_rad", "bench.format=vqa_rad_osf"], "bench.hub_id is only read by"),
     (["bench=slake", "bench.max_examples=0"], "bench.max_examples=0 is out of range: allowed >= 1"),
     (["bench=wikiart", "bench.subsample_n=-3"], "bench.subsample_n=-3 is out of range: allowed >= 1"),
@@ -141,10 +142,12 @@ def test_settings_the_format_does_not_use_are_rejected(overrides, message):
     assert message in str(info.value)
 
 
-@pytest.mark.parametrize("name,fmt", [("slake", "slake"), ("pathvqa", "hf_parquet"), ("vqa_rad", "vqa_rad"),
+@pytest.mark.parametrize("name,fmt", [("slake", "slake"), ("pathvqa", "pathvqa"), ("vqa_rad", "vqa_rad"),
                                       ("vqa_rad_train", "vqa_rad"),
                                       ("omnimedvqa", "omnimedvqa"), ("wikiart", "image_set"),
-                                      ("tinyimagenet", "image_set"), ("pmc_oa", "pmc_oa"), ("local", "local"), ("demo", "demo")])
+                                      ("tinyimagenet", "image_set"), ("pmc_oa", "pmc_oa"), ("local", "local"), ("demo", "demo"),
+                                      ("mmstar_tsv", "vlmevalkit_tsv"), ("realworldqa_tsv", "vlmevalkit_tsv"),
+                                      ("medvigil", "medvigil")])
 def test_shipped_configs_pass_the_checks(name, fmt):
     assert check_bench_config(compose([f"bench={name}"]).bench) == fmt
 
@@ -155,9 +158,9 @@ def test_expected_count_mismatch_is_logged(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="medexp.benchmarks"):
         bench = load_benchmark_from_config(bench_cfg, tmp_path / "cache")
     assert len(bench) == 5
-    assert "5 examples, but the config expects 1061" in caplog.text
+    assert "5 examples, but the config expects 1061 for split test" in caplog.text
     caplog.clear()
-    OmegaConf.update(bench_cfg, "expected_examples", 5)
+    OmegaConf.update(bench_cfg, "expected_by_split.test", 5)
     with caplog.at_level(logging.WARNING, logger="medexp.benchmarks"):
         load_benchmark_from_config(bench_cfg, tmp_path / "cache")
     assert "expects" not in caplog.text

@@ -4,6 +4,7 @@ options of varying count, and the errors that name the file and row."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -60,7 +61,7 @@ def test_a_reference_to_a_later_row_and_bad_images_are_handled(tmp_path):
     rows.append({"index": 14, "question": QUESTION, "A": "a", "B": "b", "answer": "A", "image": "['x', 'y']"})
     rows.append({"index": 15, "question": QUESTION, "A": "a", "B": "b", "answer": "A", "image": "99"})
     write_vlmevalkit_tsv(tmp_path / "data" / "MMStar.tsv", rows)
-    bench = _load(tmp_path / "data", tmp_path / "cache")
+    bench = _load(tmp_path / "data", tmp_path / "cache", max_skipped_share=0.5)
     assert bench.examples[0].image.read_bytes() == image_bytes(1)
     assert [item.kind for item in bench.skipped] == ["corrupt image", "several images", "missing image"]
     assert "MMStar.tsv: row 4" in bench.skipped[0].reason
@@ -93,22 +94,26 @@ def test_image_paths_are_rerooted_or_read_relative_to_the_tsv(tmp_path):
 
 def test_rerooting_fields_go_together_and_belong_to_the_tsv_format(tmp_path):
     with pytest.raises(Exception, match="image_root_from and .*image_root_to go together"):
-        _load(tmp_path, tmp_path / "cache", image_root_from="/old")
+        _load(tmp_path, tmp_path / "cache", image_root_from="/old", image_root_to=None)
     with pytest.raises(ValueError, match=r"bench.tsv_file is only read by format\(s\) \['vlmevalkit_tsv'\]"):
         load_benchmark("local", cache_dir=tmp_path, root=tmp_path, tsv_file="x.tsv")
 
 
-@pytest.mark.parametrize("change,message", [
-    ({"answer": "D"}, r"row 2: answer 'D' is not one of the row's option letters \['A', 'B'\]"),
-    ({"C": "late", "B": None}, r"row 2: option C follows the empty option B"),
-    ({"question": " "}, r"row 2: question is empty"),
+@pytest.mark.parametrize("change,kind,message", [
+    ({"answer": "D"}, "answer letter outside options",
+     r"row 2: answer 'D' is not one of the row's option letters \['A', 'B'\]"),
+    ({"C": "late", "B": None}, "option gap", r"row 2: option C follows the empty option B"),
+    ({"question": " "}, "empty question", r"row 2: question is empty"),
+    ({"index": ""}, "empty index", r"row 2: index is empty"),
 ])
-def test_malformed_rows_fail_naming_file_and_row(tmp_path, change, message):
+def test_malformed_rows_are_skipped_naming_file_and_row(tmp_path, change, kind, message):
     rows = _rows_base64()
     rows[1].update(change)
     write_vlmevalkit_tsv(tmp_path / "data" / "MMStar.tsv", rows)
-    with pytest.raises(ValueError, match=f"MMStar.tsv: {message}"):
-        _load(tmp_path / "data", tmp_path / "cache")
+    bench = _load(tmp_path / "data", tmp_path / "cache", max_skipped_share=0.5)
+    assert [ex.example_id for ex in bench.examples] == ["mmstar_tsv::test::10", "mmstar_tsv::test::12"]
+    (skip,) = bench.skipped
+    assert skip.kind == kind and re.search(f"MMStar.tsv: {message}", skip.reason), skip.reason
 
 
 def test_a_file_without_the_required_columns_is_refused(tmp_path):

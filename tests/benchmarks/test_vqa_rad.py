@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import zipfile
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import medexp  # noqa: F401  (registers the schemas compose uses)
-from medexp.benchmarks import load_benchmark_from_config
+from medexp.benchmarks import TooManySkipped, expected_count, load_benchmark_from_config
 from medexp.benchmarks.vqa_rad import load_release
 from medexp.config import compose
 from medexp.inspect import strata
@@ -196,32 +197,37 @@ def write_records(tmp_path, edit) -> Path:
     return write_vqa_rad(tmp_path / "r", records)
 
 
-@pytest.mark.parametrize("edit,message", [
-    (lambda rs: rs[4].pop("answer"), r"row 4 \(qid 12\): answer is missing"),
-    (lambda rs: rs[4].update(answer=None), r"row 4 \(qid 12\): answer is null"),
-    (lambda rs: rs[4].update(answer="  "), r"row 4 \(qid 12\): answer is empty \('  '\)"),
-    (lambda rs: rs[9].update(question=""), r"row 9 \(qid 8\): question is empty"),
-    (lambda rs: rs[9].update(question=None), r"row 9 \(qid 8\): question is null"),
-    (lambda rs: rs[9].update(answer=["Yes"]), r"row 9 \(qid 8\): answer is a JSON list"),
-    (lambda rs: rs[1].update(image_name=""), r"row 1 \(qid 1\): image_name is empty"),
-    (lambda rs: rs[3].pop("qid"), r"row 3: qid is missing"),
-    (lambda rs: rs[3].pop("phrase_type"), r"row 3 \(qid 3\): phrase_type is missing"),
-    (lambda rs: rs[3].update(qid=None), r"row 3: qid is null"),
-    (lambda rs: rs[5].update(qid=3), r"row 5 \(qid 3\): qid 3 already used by row 3"),
-    (lambda rs: rs.insert(2, "not a record"), r"row 2: expected a question record \(a JSON object\)"),
+@pytest.mark.parametrize("edit,kind,message", [
+    (lambda rs: rs[4].pop("answer"), "missing answer", r"row 4 \(qid 12\): answer is missing"),
+    (lambda rs: rs[4].update(answer=None), "missing answer", r"row 4 \(qid 12\): answer is null"),
+    (lambda rs: rs[4].update(answer="  "), "empty answer", r"row 4 \(qid 12\): answer is empty \('  '\)"),
+    (lambda rs: rs[9].update(question=""), "empty question", r"row 9 \(qid 8\): question is empty"),
+    (lambda rs: rs[9].update(question=None), "missing question", r"row 9 \(qid 8\): question is null"),
+    (lambda rs: rs[9].update(answer=["Yes"]), "malformed answer", r"row 9 \(qid 8\): answer is a JSON list"),
+    (lambda rs: rs[1].update(image_name=""), "empty image_name", r"row 1 \(qid 1\): image_name is empty"),
+    (lambda rs: rs[3].pop("qid"), "missing qid", r"row 3: qid is missing"),
+    (lambda rs: rs[3].pop("phrase_type"), "missing phrase_type", r"row 3 \(qid 3\): phrase_type is missing"),
+    (lambda rs: rs[3].update(qid=None), "missing qid", r"row 3: qid is null"),
+    (lambda rs: rs[9].update(qid=3), "duplicate id", r"row 9 \(qid 3\): qid 3 already used by row 3"),
+    (lambda rs: rs.insert(2, "not a record"), "malformed row", r"row 2: expected a question record \(a JSON object\)"),
 ])
-def test_bad_rows_name_the_file_the_row_and_the_qid(tmp_path, edit, message):
+def test_bad_rows_are_skipped_naming_the_file_the_row_and_the_qid(tmp_path, edit, kind, message):
     root = write_records(tmp_path, edit)
-    with pytest.raises(ValueError, match=message) as info:
-        load(root, tmp_path / "cache")
-    assert str(info.value).startswith(f"{root / VQA_RAD_JSON}: row ")
+    bench = load(root, tmp_path / "cache", "bench.max_skipped_share=1")
+    (skip,) = bench.skipped
+    assert skip.kind == kind
+    assert re.match(f"{re.escape(kind)}: {re.escape(str(root / VQA_RAD_JSON))}: {message}", skip.reason), skip.reason
+    assert len(bench) == (6 if kind == "malformed row" else 5)  # the inserted row is a seventh
+    with pytest.raises(TooManySkipped, match=f"1 of {len(bench) + 1} rows skipped .*{re.escape(kind)}"):
+        load(root, tmp_path / "cache")  # one bad row of six is far above the default 1%
 
 
-def test_a_bad_training_row_does_not_block_the_test_split(tmp_path):
+def test_a_bad_training_row_does_not_touch_the_test_split(tmp_path):
     root = write_records(tmp_path, lambda rs: rs[0].update(answer=None))  # qid 0 is a training row
     assert qids(load(root, tmp_path / "cache")) == TEST_QIDS
-    with pytest.raises(ValueError, match=r"row 0 \(qid 0\): answer is null"):
-        load(root, tmp_path / "cache", "bench.split=train")
+    train = load(root, tmp_path / "cache", "bench.split=train", "bench.max_skipped_share=1")
+    assert [skip.example_id for skip in train.skipped] == ["vqa_rad::train::qid0"]
+    assert re.search(r"row 0 \(qid 0\): answer is null", train.skipped[0].reason)
 
 
 def test_malformed_json_names_the_file_line_and_column(release, tmp_path):
@@ -248,5 +254,6 @@ def test_unknown_split(release, tmp_path):
 
 
 def test_expected_counts_by_config():
-    counts = {name: compose([f"bench={name}"]).bench.expected_examples for name in ("vqa_rad", "vqa_rad_train")}
+    counts = {name: expected_count(compose([f"bench={name}"]).bench) for name in ("vqa_rad", "vqa_rad_train")}
     assert counts == {"vqa_rad": 451, "vqa_rad_train": 1797}
+    assert expected_count(compose(["bench=vqa_rad", "bench.split=train"]).bench) == 1797

@@ -242,3 +242,143 @@ def base64_image(seed: int, fmt: str = "PNG") -> str:
     import base64
 
     return base64.b64encode(image_bytes(seed, fmt)).decode("ascii")
+
+
+# ------------------------------------------------------------------ SLAKE, several splits
+# A release folder with train.json and validate.json beside test.json, all sharing imgs/ (as the
+# official release does), with the flaws the real files have: one English training row whose
+# answer is "" and images that a split uses only under Chinese questions.
+SLAKE_TRAIN_IMAGES = ("xmlab200/source.jpg", "xmlab201/source.jpg", "xmlab202/source.jpg")
+SLAKE_TRAIN_ENGLISH = 150  # enough rows that one bad row stays under the 1% limit
+SLAKE_EMPTY_ANSWER_QID = 7003  # the English training row with answer ""
+SLAKE_TEST_IMAGE_CHINESE_IN_TRAIN = "xmlab7/source.jpg"  # a test image train asks about only in Chinese
+SLAKE_TEST_IMAGE_CHINESE_IN_VALIDATE = "xmlab160/source.jpg"
+
+
+def slake_record(qid: int, img_name: str, lang: str, answer: str) -> dict:
+    """One record with every key of the official release."""
+    return {
+        "img_id": int(img_name.split("/")[0].removeprefix("xmlab")), "img_name": img_name,
+        "question": f"{'What is shown' if lang == 'en' else '图中是什么'} ({qid})?", "answer": answer, "q_lang": lang,
+        "location": "Abdomen", "modality": "CT", "answer_type": "OPEN", "base_type": "vqa",
+        "content_type": "Organ", "triple": ["vhead", "_", "_"], "qid": qid,
+    }
+
+
+def slake_split_records() -> dict[str, list[dict]]:
+    """train.json and validate.json (test.json is :func:`slake_records`)."""
+    train = []
+    for k in range(SLAKE_TRAIN_ENGLISH):
+        qid = 7000 + k
+        record = slake_record(qid, SLAKE_TRAIN_IMAGES[k % len(SLAKE_TRAIN_IMAGES)], "en", f"answer {qid}")
+        if qid == SLAKE_EMPTY_ANSWER_QID:
+            record["answer"] = ""
+        train.append(record)
+        if k % 10 == 0:  # interleaved Chinese questions, one of every ten about the test image
+            image = SLAKE_TEST_IMAGE_CHINESE_IN_TRAIN if k % 20 == 0 else SLAKE_TRAIN_IMAGES[0]
+            train.append(slake_record(8000 + k, image, "zh", f"答案 {k}"))
+    validate = [slake_record(9000 + k, "xmlab203/source.jpg", "en", f"answer {k}") for k in range(4)]
+    validate.insert(2, slake_record(9100, SLAKE_TEST_IMAGE_CHINESE_IN_VALIDATE, "zh", "是"))
+    return {"train": train, "validate": validate}
+
+
+def write_slake_release(root: Path) -> Path:
+    """The official folder with its three splits: test.json (:func:`slake_records`), train.json
+    and validate.json (:func:`slake_split_records`), and every image they name under imgs/."""
+    write_slake(root)
+    for split, records in slake_split_records().items():
+        (root / f"{split}.json").write_text(json.dumps(records, ensure_ascii=False, indent=1), encoding="utf-8")
+    for seed, name in enumerate((*SLAKE_TRAIN_IMAGES, "xmlab203/source.jpg"), start=200):
+        write_file(root / "imgs" / name, image_bytes(seed, "JPEG", 32))
+    return root
+
+
+# ------------------------------------------------------------------ PathVQA (the authors' JSON)
+PATHVQA_IMAGE_DIR = "images"
+
+
+def pathvqa_record(img_id: str, qa: list[tuple[str, str]]) -> dict:
+    """An LXMERT-style image record as pvqa_<split>.json holds them."""
+    return {"img_id": img_id, "sentf": {"pvqa": [question for question, _ in qa]},
+            "labelf": {"pvqa": [{answer: 1} for _, answer in qa]}}
+
+
+def pathvqa_records() -> list[dict]:
+    """Three images, seven questions; test_0002's second question repeats its first (same image,
+    question and answer), the third asks the same question with another answer (kept)."""
+    return [
+        pathvqa_record("test_0000", [("what is present?", "necrosis"), ("is this a liver?", "yes")]),
+        pathvqa_record("test_0002", [("what are the cells?", "neutrophils"), ("what are the cells?", "neutrophils"),
+                                     ("what are the cells?", "lymphocytes")]),
+        pathvqa_record("test_0001", [("where is this?", "kidney"), ("is there fibrosis?", "no")]),
+    ]
+
+
+def pathvqa_release_records(n_questions: int = 6761, n_repeated: int = 42, n_images: int = 858,
+                            seed: int = 0) -> list[dict]:
+    """A test file with the release's counts: ``n_questions`` questions about ``n_images``
+    images, ``n_repeated`` of them repeating an earlier question of the same image with the same
+    answer (the questions and the image count are synthetic)."""
+    rng = np.random.default_rng(seed)
+    per_image = np.full(n_images, (n_questions - n_repeated) // n_images)
+    per_image[: (n_questions - n_repeated) % n_images] += 1
+    repeats = np.bincount(rng.choice(n_images, n_repeated), minlength=n_images)
+    records = []
+    for image in range(n_images):
+        qa = [(f"question {k} about image {image}?", ("yes", "no", f"finding {image}")[k % 3])
+              for k in range(per_image[image])]
+        for _ in range(repeats[image]):
+            qa.insert(len(qa) // 2 + 1, qa[len(qa) // 2])
+        records.append(pathvqa_record(f"test_{image:04d}", qa))
+    return records
+
+
+def write_pathvqa(root: Path, records: list[dict] | None = None, split: str = "test") -> Path:
+    """pvqa_<split>.json (as the authors' repository publishes it) and images/<split>/<img_id>.jpg."""
+    records = pathvqa_records() if records is None else records
+    root.mkdir(parents=True, exist_ok=True)
+    (root / f"pvqa_{split}.json").write_text(json.dumps(records), encoding="utf-8")
+    for seed, record in enumerate(records):
+        if isinstance(record, dict) and isinstance(record.get("img_id"), str):
+            write_file(root / PATHVQA_IMAGE_DIR / split / f"{record['img_id']}.jpg", image_bytes(500 + seed, "JPEG", 8))
+    return root
+
+
+# ----------------------------------------------------- mm-perturb's published twin TSVs
+# tsv/MMStar_pert_local.tsv: VLMEvalKit's local layout with the columns in the published order
+# and image paths absolute on the authors' machine.
+PERTURB_PREFIX = "/u/j/a/jadenpark/LMUData"
+PERTURB_COLUMNS = ("index", "question", "answer", "category", "l2_category", "bench", "A", "B", "C", "D", "image_path")
+MMSTAR_ITEMS = 1500
+MMSTAR_OPTION_GAP = 269  # option A empty, B-D filled
+MMSTAR_ANSWER_OUTSIDE = 1102  # answer D on a three-option row
+
+
+def mmstar_pert_rows(n: int = MMSTAR_ITEMS) -> list[dict]:
+    """The perturbed MMStar rows: answer B everywhere (the originals' is A), two bad rows."""
+    rows = []
+    for index in range(n):
+        folder = "MMStar" if index % 50 == 2 else "MMStar_semantic_flux"  # a few name the original image
+        row = {"index": index, "question": f"What is the main focus of image {index}?", "answer": "B",
+               "category": "coarse perception", "l2_category": "image scene and topic", "bench": "SEEDBench_IMG",
+               "A": f"option a{index}", "B": f"option b{index}", "C": f"option c{index}", "D": f"option d{index}",
+               "image_path": f"{PERTURB_PREFIX}/images/{folder}/{index}.jpg"}
+        if index == MMSTAR_OPTION_GAP:
+            row["A"] = ""
+        if index == MMSTAR_ANSWER_OUTSIDE:
+            row["D"], row["answer"] = "", "D"
+        rows.append(row)
+    return rows
+
+
+def write_mmstar_perturbed(root: Path, rows: list[dict] | None = None) -> Path:
+    """<root>/MMStar_pert_local.tsv written as pandas writes it, and its images under <root>/images/."""
+    rows = mmstar_pert_rows() if rows is None else rows
+    import pandas as pd
+
+    root.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows, columns=list(PERTURB_COLUMNS)).to_csv(root / "MMStar_pert_local.tsv", sep="\t", index=False)
+    data = image_bytes(7, "JPEG", 8)
+    for row in rows:
+        write_file(root / row["image_path"].removeprefix(PERTURB_PREFIX + "/"), data)
+    return root

@@ -150,6 +150,6 @@ def test_split_overlap_checks_the_test_split_against_each_overlap_split_of_the_s
         source = OmegaConf.to_container(cfg.detector.corpus.source, resolve=True)
         bench = OmegaConf.to_container(cfg.bench, resolve=True)
         # the corpus is the benchmark's own release: every key but the split and the row count
-        assert {k: v for k, v in source.items() if bench[k] != v} == {"split": split, "expected_examples": None}
+        assert {k: v for k, v in source.items() if bench[k] != v} == {"split": split, "expected_by_split": None}
         assert (cfg.model.name, cfg.detector.name) == ("none", f"image_nn-phash-slake_{split}")
     assert OmegaConf.to_container(slake[0].bench.overlap_splits) == ["train", "validate"]

@@ -34,8 +34,9 @@ from tests.benchmarks.medvigil_upstream import (
 
 
 def _cell(tmp_path: Path, *overrides: str):
+    # the fixture's one credentialed case of four is above the 20% the real release's 60 of 300 need
     cfg = compose([f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", f"paths.cache_dir={tmp_path / 'cache'}",
-                   "detector=medvigil", "detector.n_resamples=50", *overrides])
+                   "detector=medvigil", "detector.n_resamples=50", "bench.max_skipped_share=0.25", *overrides])
     return run_cell(cfg)
 
 

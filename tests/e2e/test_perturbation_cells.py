@@ -50,7 +50,7 @@ def paired_tsv(tmp_path):
     shift = rng.integers(1, 4, N_ITEMS)  # the twin's answer is always another option
     root = tmp_path / "LMUData"
     write_vlmevalkit_tsv(root / "MMStar.tsv", [_row(i, int(gold[i])) for i in range(N_ITEMS)])
-    write_vlmevalkit_tsv(root / "MMStar_perturbed.tsv", [_row(i, int((gold[i] + shift[i]) % 4)) for i in range(N_TWINS)])
+    write_vlmevalkit_tsv(root / "MMStar_pert_local.tsv", [_row(i, int((gold[i] + shift[i]) % 4)) for i in range(N_TWINS)])
     memorised = {f"Case {i}:": LETTERS[int(gold[i])] for i in range(N_ITEMS)}
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
 

@@ -26,6 +26,7 @@ from medexp.config.schemas.bench import (  # noqa: F401
     DemoBenchConfig,
     DemoClassesConfig,
     DemoCorpusConfig,
+    ExternalIdsConfig,
     SyntheticBenchConfig,
 )
 from medexp.config.schemas.control import (  # noqa: F401

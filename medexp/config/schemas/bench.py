@@ -21,6 +21,8 @@ class BenchFormat(str, Enum):
     hf_parquet = "hf_parquet"  # hub VQA parquet shards: image struct, question, answer columns
     vqa_rad = "vqa_rad"  # VQA-RAD: the OSF release JSON when bench.root holds it, else hub parquet
     vqa_rad_osf = "vqa_rad_osf"  # VQA-RAD's OSF release only: VQA_RAD Dataset Public.json + image folder
+    # PathVQA: the authors' pvqa_<split>.json + images/<split>/ when bench.root holds them, else hub parquet
+    pathvqa = "pathvqa"
     omnimedvqa = "omnimedvqa"  # QA_information/Open-access/*.json (or parquet), multiple choice
     image_set = "image_set"  # image-only hub parquet (negative controls), optionally sub-sampled
     pmc_oa = "pmc_oa"  # figure corpus: <split>.jsonl {image, caption} + <image_dir>/
@@ -84,6 +86,22 @@ class SyntheticBenchConfig:
 
 
 @dataclass
+class ExternalIdsConfig:
+    """How other tools name this benchmark's items: ``<prefix>::<split>::<id>``, the id zero-padded.
+
+    The controlled audit's published per-item files name PathVQA items ``pathvqa::test::002892``
+    (medexp: ``pathvqa::test::2892``) and SLAKE's ``slake_en::test::12748`` (medexp:
+    ``slake::test::12748``): ``{prefix: slake_en}`` and ``{padding: 6}`` say so, and
+    ``python -m medexp.inspect --join <file>`` and the report's ``external_tables`` join such files.
+    """
+
+    prefix: Optional[str] = None  # the benchmark part of the other tool's ids (None: bench.name)
+    padding: Optional[int] = at_least(None, 1)  # zero-pad a numeric upstream id to this many digits
+    # Other benchmark names the same items go by (accepted when reading a table), e.g. [slake_english]
+    aliases: List[str] = field(default_factory=list)
+
+
+@dataclass
 class BenchConfig:
     name: str = MISSING
     format: BenchFormat = BenchFormat.local
@@ -104,8 +122,21 @@ class BenchConfig:
     # count toward N (the audit's "first 5,000 rows, one corrupt image dropped" gives 4,999).
     max_examples: Optional[int] = at_least(None, 1)
     expected_examples: Optional[int] = at_least(None, 1)  # the count this file should yield; a mismatch is logged
-    languages: Optional[List[str]] = None  # slake: keep rows whose q_lang is listed
-    image_dir: Optional[str] = None  # slake, pmc_oa, vqa_rad: image folder (or <image_dir>.zip) under root
+    # The count each split should yield, for releases with several splits (split -> count); the
+    # one of bench.split is compared (no comparison for a split it does not list). Set this or
+    # expected_examples, not both.
+    expected_by_split: Optional[Dict[str, int]] = None
+    # A split whose skipped rows (missing images, empty answers, ...) exceed this share of the rows
+    # read fails, naming the file, the reasons and the first rows (medexp.benchmarks.skips).
+    max_skipped_share: float = fraction(0.01)
+    # pathvqa: drop rows repeating an earlier (image, question, answer) triple of the split, as the
+    # hub copy did (the removed rows and their count are logged); None: off
+    dedup: Optional[bool] = None
+    external_ids: Optional[ExternalIdsConfig] = None  # how other tools name the items (published per-item tables)
+    # slake: keep the questions whose q_lang is listed (an image corpus, image_only, reads every row:
+    # filters select questions, not images)
+    languages: Optional[List[str]] = None
+    image_dir: Optional[str] = None  # slake, pmc_oa, vqa_rad, pathvqa: image folder (or <image_dir>.zip) under root
     subsample_n: Optional[int] = at_least(None, 1)  # image_set: n rows drawn uniformly from the first max(4n, n+50)
     subsample_seed: int = 0  # image_set: numpy default_rng seed of that draw
     label_column: Optional[str] = None  # image_set, image_csv: the column whose value becomes the answer (the class)
@@ -133,4 +164,11 @@ class BenchConfig:
         if (node.get("image_root_from") is None) != (node.get("image_root_to") is None):
             return (f"{path}.image_root_from and {path}.image_root_to go together: the prefix written in the TSV "
                     f"and the folder that holds those images here")
+        if node.get("expected_examples") is not None and node.get("expected_by_split") is not None:
+            return (f"set {path}.expected_examples (the count of bench.split) or {path}.expected_by_split "
+                    f"(a count per split), not both")
+        wrong = {split: count for split, count in (node.get("expected_by_split") or {}).items()
+                 if not isinstance(count, int) or count < 1}
+        if wrong:
+            return f"{path}.expected_by_split: every count must be a whole number >= 1, got {dict(wrong)}"
         return None

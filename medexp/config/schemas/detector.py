@@ -4,15 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, List, Optional
+from typing import Any, ClassVar, List, Optional
 
 from omegaconf import MISSING
 
 from medexp.config.ranges import at_least, percent, positive, probability
 
 
+# The example fields a detector reads (medexp.benchmarks.skips): a benchmark row whose other
+# fields are unusable (an empty answer, options with a gap) is kept for it, not skipped.
+QUESTION_FIELDS = ("question", "answer", "options")  # answering a question, options included
+FREE_TEXT_FIELDS = ("question", "answer")  # scoring the gold answer as text: no options
+
+
 @dataclass
 class DetectorBase:
+    example_fields: ClassVar[tuple[str, ...]] = QUESTION_FIELDS
     name: str = MISSING
     family: str = MISSING  # the multiple-testing family the cell's p-value belongs to
     alpha: float = probability(0.01)  # flag when p_value < alpha
@@ -22,6 +29,7 @@ class DetectorBase:
 class ExchConfig(DetectorBase):
     """Oren et al. sharded likelihood comparison on text concatenations."""
 
+    example_fields: ClassVar[tuple[str, ...]] = FREE_TEXT_FIELDS
     shards: int = at_least(50, 2)
     permutations: int = at_least(250, 1)
     text_template: str = "Question: {question}\nAnswer: {answer}\n"
@@ -41,6 +49,7 @@ class ExchConfig(DetectorBase):
 class ExchRankConfig(DetectorBase):
     """Permutation test of Spearman(position, per-example log-likelihood)."""
 
+    example_fields: ClassVar[tuple[str, ...]] = FREE_TEXT_FIELDS
     n_permutations: int = at_least(10000, 1)
     score: str = "sum_logprob"
 
@@ -54,6 +63,7 @@ class RankBy(str, Enum):
 class CohortDetectorBase(DetectorBase):
     """A detector comparing the cell's model with reference models on the same examples."""
 
+    example_fields: ClassVar[tuple[str, ...]] = FREE_TEXT_FIELDS
     # Model config names (conf/model/<name>.yaml) scored next to the cell's model; an entry
     # naming the cell's own model is skipped, so a model is never its own reference.
     cohort: List[str] = field(default_factory=list)
@@ -129,6 +139,7 @@ class DifferentialDetectorBase(DetectorBase):
     candidate's test partition; otherwise the split ``nonmember_split`` of the cell's benchmark.
     """
 
+    example_fields: ClassVar[tuple[str, ...]] = FREE_TEXT_FIELDS
     pairs: List[ModelPair] = field(default_factory=lambda: [ModelPair()])
     # Each pair is repeated for these training seeds (train.seed of trained models, demo.seed of
     # demo models). None: a trained model's train.replicate_seeds; other models as configured.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, List, Optional
+from typing import Any, ClassVar, List, Optional
 
 from omegaconf import MISSING
 
@@ -77,6 +77,7 @@ class IndexConfig:
 class ImageNNConfig(DetectorBase):
     """Image near-neighbour overlap (Detector 1); ``alpha`` is the level of the flag-count test."""
 
+    example_fields: ClassVar[tuple[str, ...]] = ()  # images are compared as images: no text field needed
     embedder: Any = MISSING  # an embedder config; its schema comes from its own defaults list
     corpus: CorpusConfig = MISSING
     tau_alpha: float = probability(0.01)  # tau = the tau_alpha-quantile of corpus-to-corpus NN distances

@@ -61,6 +61,17 @@ class ReportPathsConfig:
 
 
 @dataclass
+class ExternalTableConfig:
+    """A per-item table another tool published (a top-K list ...), joined to the cells of a
+    benchmark through its ``external_ids`` (medexp.report.external)."""
+
+    path: str = MISSING  # a JSON list of objects, JSON lines, CSV, TSV or parquet
+    bench: str = MISSING  # the bench config (conf/bench/<bench>.yaml) whose items it names
+    id_column: str = "example_id"  # the column holding the other tool's item ids
+    name: Optional[str] = None  # the output file external/<name>.csv (None: the table's file stem)
+
+
+@dataclass
 class ReportConfig:
     """``python -m medexp.report`` (conf/report.yaml)."""
 
@@ -69,3 +80,4 @@ class ReportConfig:
     output_dir: str = MISSING
     claim_ids: Optional[List[str]] = None  # None: every file of the claims group in the search path
     figures: bool = True
+    external_tables: List[ExternalTableConfig] = field(default_factory=list)

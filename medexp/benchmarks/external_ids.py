@@ -1,0 +1,124 @@
+"""Other tools' names for a benchmark's items (``bench.external_ids``), and joining their tables.
+
+medexp names an item ``<bench>::<split>::<upstream id>`` (``pathvqa::test::2892``). Other tools
+write the same item differently: the controlled audit's published per-item files
+(``outputs/tail_enrichment_topk/<model>__<bench>.json``, a JSON list of ``{"example_id": ...,
+"delta": ...}``) write ``pathvqa::test::002892`` (the row index zero-padded to 6 digits) and
+``slake_en::test::12748`` (another benchmark name). A bench config declares the scheme:
+
+    external_ids: {prefix: slake_en}          # slake::test::12748   <-> slake_en::test::12748
+    external_ids: {padding: 6}                # pathvqa::test::2892  <-> pathvqa::test::002892
+    external_ids: {aliases: [slake_english]}  # another name accepted when reading
+
+and :func:`join_table` matches an external per-item table to medexp's ids (used by
+``python -m medexp.inspect --join=<file>`` and the report's ``external_tables``). Reading is
+lenient where the scheme allows: medexp's own name and every alias are accepted as the prefix,
+and a zero-padded number matches the unpadded id.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+DEFAULT_ID_COLUMN = "example_id"
+TABLE_SUFFIXES = (".json", ".jsonl", ".csv", ".tsv", ".parquet")
+
+
+@dataclass(frozen=True)
+class IdScheme:
+    """How another tool writes the ids of benchmark ``name`` (see the module docstring)."""
+
+    name: str  # medexp's benchmark name, the first part of its ids
+    prefix: str  # the other tool's
+    padding: Optional[int] = None
+    aliases: tuple[str, ...] = ()
+
+    @classmethod
+    def from_config(cls, bench_cfg) -> "IdScheme":
+        """The scheme ``bench.external_ids`` declares (medexp's own ids when it is unset)."""
+        declared = bench_cfg.get("external_ids") or {}
+        return cls(str(bench_cfg.name), str(declared.get("prefix") or bench_cfg.name), declared.get("padding"),
+                   tuple(str(alias) for alias in declared.get("aliases") or ()))
+
+    def external(self, example_id: str) -> str:
+        """medexp's ``<bench>::<split>::<id>`` as the other tool writes it."""
+        _, split, source = _parts(example_id)
+        if self.padding and source.isdigit():
+            source = source.zfill(self.padding)
+        return f"{self.prefix}::{split}::{source}"
+
+    def internal(self, external_id: Any) -> Optional[str]:
+        """The medexp id of another tool's id, or None when it does not name this benchmark."""
+        try:
+            prefix, split, source = _parts(str(external_id).strip())
+        except ValueError:
+            return None
+        if prefix not in (self.prefix, self.name, *self.aliases):
+            return None
+        if self.padding and source.isdigit():
+            source = str(int(source))
+        return f"{self.name}::{split}::{source}"
+
+
+def _parts(example_id: str) -> tuple[str, str, str]:
+    parts = example_id.split("::", 2)
+    if len(parts) != 3 or not all(parts):
+        raise ValueError(f"{example_id!r} is not <benchmark>::<split>::<id>")
+    return parts[0], parts[1], parts[2]
+
+
+def read_table(path: str | Path):
+    """A per-item table as a DataFrame: a JSON list of objects (the audit's top-K files), JSON
+    lines, CSV, TSV or parquet, told apart by the file's suffix."""
+    import pandas as pd
+
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if not path.is_file():
+        raise FileNotFoundError(f"no external table {path}")
+    if suffix == ".json":
+        try:
+            records = json.loads(path.read_text(encoding="utf-8-sig"))
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}: not valid JSON: {error.msg} at line {error.lineno}") from error
+        if not isinstance(records, list) or not all(isinstance(record, dict) for record in records):
+            raise ValueError(f"{path}: expected a JSON list of objects, one per item")
+        return pd.DataFrame(records)
+    if suffix == ".jsonl":
+        return pd.read_json(path, lines=True)
+    if suffix in (".csv", ".tsv"):
+        return pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",")
+    if suffix == ".parquet":
+        return pd.read_parquet(path)
+    raise ValueError(f"{path}: an external table is one of {list(TABLE_SUFFIXES)}, not {suffix or 'a file without suffix'}")
+
+
+@dataclass(frozen=True)
+class JoinedTable:
+    frame: Any  # DataFrame: the table's rows with ``example_id`` (medexp's) and ``external_id``
+    unmatched: list[str]  # external ids naming no item of the benchmark read, in table order
+
+    @property
+    def n_matched(self) -> int:
+        return int(self.frame["example_id"].notna().sum())
+
+
+def join_table(table, scheme: IdScheme, known_ids: Iterable[str] | None = None,
+               id_column: str = DEFAULT_ID_COLUMN, source: str = "the table") -> JoinedTable:
+    """``table`` with its ids in medexp's scheme: column ``example_id`` (None where an id names no
+    item of ``known_ids``, or of this benchmark when ``known_ids`` is None) and ``external_id``
+    (the table's own). ``source`` names the table in errors."""
+    if id_column not in table.columns:
+        raise ValueError(f"{source}: no id column {id_column!r} (has {list(table.columns)})")
+    known = set(known_ids) if known_ids is not None else None
+    frame = table.rename(columns={id_column: "external_id"})
+    if "example_id" in frame.columns:  # the table's own column of that name, kept apart from medexp's
+        frame = frame.rename(columns={"example_id": "table_example_id"})
+    internal = [scheme.internal(value) for value in frame["external_id"]]
+    matched = [value if value is not None and (known is None or value in known) else None for value in internal]
+    frame.insert(0, "example_id", matched)
+    unmatched = [str(external) for external, value in zip(frame["external_id"], matched) if value is None]
+    return JoinedTable(frame, unmatched)
