@@ -140,13 +140,14 @@ def required_text(record: dict, key: str, where: str) -> str:
 def jsonl_records(path: Path) -> Iterable[tuple[str, dict]]:
     """``("<file>:<line>", record)`` for every non-blank line of a JSONL file, lazily.
 
-    A line that is not UTF-8, not valid JSON or not a JSON object fails with its file and line.
+    A byte-order mark is accepted, as by every reader (utf-8-sig). A line that is not UTF-8, not
+    valid JSON or not a JSON object fails with its file and line.
     """
     with path.open("rb") as handle:
         for line_number, raw in enumerate(handle, start=1):
             where = f"{path}:{line_number}"
             try:
-                line = raw.decode("utf-8")
+                line = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
             except UnicodeDecodeError as error:
                 raise ValueError(f"{where}: not UTF-8 text ({error.reason} at byte {error.start})") from None
             if not line.strip():
