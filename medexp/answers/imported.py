@@ -238,8 +238,8 @@ def _imported_row(probe, record: dict, answer_cfg, reading: _Reading, where: str
                          "the file answers another probe set or option order")
     meaning, message = status_meaning(status, reading.status_map, where)
     if meaning not in ANSWERED:
-        cause = ErrorCause(meaning)
         detail = error or message or f"the harness recorded status {status!r}"
+        cause = cause_of_message(detail) if meaning == ErrorCause.other.value else ErrorCause(meaning)
         return error_row(probe, cause, f"{where}: {detail}", reply or given or ""), given
     if reply is not None and reply.strip():
         choice, judged = judge(probe, reply, answer_cfg)

@@ -43,7 +43,7 @@ def make_probe(case: str, kind: str, index: int, tier, text_only, options=OPTION
 def reply(probe: Probe, outcome: str) -> dict:
     wrong = next(letter for letter in LETTERS[:len(probe.options)] if letter not in (probe.gold, probe.refusal))
     if outcome == "E":
-        return response_row(probe, "", None, "error", error="HTTP 503")
+        return response_row(probe, "", None, "error", error="HTTP 503", cause="http_5xx")
     if outcome == "U":
         return response_row(probe, "I am not sure", None, "unparsed")
     letter = {"C": probe.gold, "W": wrong, "R": probe.refusal}[outcome]
