@@ -69,6 +69,25 @@ def _runs(uri: str, cell_key: str) -> list:
     return client.search_runs([experiment.experiment_id], f"tags.`medexp.cell_key` = '{cell_key}'")
 
 
+def _no_evidence_naming(uri: str, model: str, cause: str) -> None:
+    """The report resolves a claim on the cell as "no evidence", citing the failed run's causes."""
+    from medexp.report.cells import CellIndex
+    from medexp.report.claims import Claim, Evidence, Selection
+    from medexp.report.conditions import Condition
+    from medexp.report.evaluate import evaluate_claim
+    from medexp.report.quantifiers import Quantifier
+    from medexp.tracking import Tracker
+
+    tracker = Tracker(compose([f"tracking.uri={uri}"]).tracking, REPO)
+    selection = Selection(model=(model.removeprefix("model="),), bench=("mc_local",), detector=None, control=None)
+    item = Evidence("clean", selection, Condition.parse("p_value > 0.05"), Quantifier.parse("all"), None)
+    result = evaluate_claim(Claim("c", "The model is clean.", "§0", (item,), "clean", "leaky"),
+                            CellIndex.from_runs(tracker.search_cells()))
+    assert result.status == "no evidence"
+    (missing,) = result.items[0].missing
+    assert missing.reason == "no FINISHED run (latest: FAILED)" and cause in missing.attempts[0].error
+
+
 def _case(prompt: str) -> int:
     """The example number of a probe's prompt ("Case 12: which finding ...")."""
     return int(prompt.split(" ", 2)[1].rstrip(":"))
@@ -99,6 +118,7 @@ def test_a_dead_endpoint_or_a_refused_key_leaves_no_verdict(mc, monkeypatch, det
     runs = _runs(mc.uri, outcome.cell_key)
     assert [run.info.status for run in runs] == ["FAILED"]
     assert "p_value" not in runs[0].data.metrics and KEY not in json.dumps(runs[0].data.tags)
+    _no_evidence_naming(mc.uri, "model=gpt_x", "connection" if fault == "down" else "HTTP 401")
 
 
 def test_503s_on_one_arm_never_flag_an_honest_model(mc):
@@ -136,6 +156,7 @@ def test_too_few_answers_fail_the_cell_and_the_rerun_asks_only_the_failed_probes
         run = MlflowClient(mc.uri).get_run(failed.run_id)
         assert run.data.metrics["n_errors.http_5xx"] == 10.0 and run.data.metrics["n_answered"] == 70.0
         assert "p_value" not in run.data.metrics and "http_5xx 10" in run.data.tags["medexp.warnings"]
+        _no_evidence_naming(mc.uri, "model=memoriser", "http_5xx 10")
         asked_before = len(server.requests)
         broken["on"] = False  # the server recovers; the same command, no force
         recovered = mc(*served(server, "memoriser"), "detector=option_order")
