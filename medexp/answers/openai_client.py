@@ -33,6 +33,7 @@ import math
 import os
 import queue
 import random
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -171,8 +172,6 @@ class ChatClient:
     def __init__(self, base_url: str, model: str, api_key_env: Optional[str] = None, max_concurrency: int = 4,
                  max_retries: int = 5, request_timeout: float = 60.0, retry_backoff: float = 1.0,
                  retry_backoff_max: float = 60.0, retry_after_max: float = 300.0, preflight: bool = True):
-        import re
-
         if not re.match(r"https?://", base_url or ""):
             raise ValueError(f"model.base_url must be an http:// or https:// URL (e.g. http://127.0.0.1:8000/v1), "
                              f"got {base_url!r}")
