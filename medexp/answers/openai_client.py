@@ -208,6 +208,7 @@ class ChatClient:
             self._secret = key
             self._headers["Authorization"] = f"Bearer {key}"
         self._local = threading.local()
+        self._idle_sessions: queue.SimpleQueue = queue.SimpleQueue()  # kept across calls: connections are reused
         self._served: set[str] = set()
         self._served_lock = threading.Lock()
         self._checked = False
@@ -405,18 +406,26 @@ class ChatClient:
         done: queue.Queue = queue.Queue()  # a plain lock wait: a signal interrupts it in the main thread
 
         def work() -> None:
-            while not stop.is_set():
-                try:
-                    index, probe = tasks.get_nowait()
-                except queue.Empty:
-                    return
-                try:
-                    done.put((index, self._answer_one(probe, answer_cfg, stop)))
-                except _Stopped:
-                    return
-                except BaseException as error:  # EndpointUnusable, or a bug: the caller raises it
-                    done.put((index, error))
-                    return
+            try:
+                self._local.session = self._idle_sessions.get_nowait()
+            except queue.Empty:
+                pass
+            try:
+                while not stop.is_set():
+                    try:
+                        index, probe = tasks.get_nowait()
+                    except queue.Empty:
+                        return
+                    try:
+                        done.put((index, self._answer_one(probe, answer_cfg, stop)))
+                    except _Stopped:
+                        return
+                    except BaseException as error:  # EndpointUnusable, or a bug: the caller raises it
+                        done.put((index, error))
+                        return
+            finally:
+                if getattr(self._local, "session", None) is not None:
+                    self._idle_sessions.put(self._local.session)
 
         for number in range(min(self.max_concurrency, len(probes))):
             threading.Thread(target=work, name=f"medexp-answer-{number}", daemon=True).start()

@@ -17,7 +17,7 @@ from medexp.config.schemas import AnswerConfig
 from tests.answers.conftest import choice_probe
 from tests.answers.server import ChatServer, Fault
 
-FAST = {"retry_backoff": 0.01, "retry_backoff_max": 0.02, "request_timeout": 2.0, "max_retries": 2}
+FAST = {"retry_backoff": 0.01, "retry_backoff_max": 0.02, "request_timeout": 10.0, "max_retries": 2}
 KEY = "sk-proj-Zq81bLr0TestKey4455"
 
 
@@ -44,6 +44,7 @@ class Case:
     cause: Optional[str]  # its error cause
     requests: int  # requests sent for Case 1
     response: str = ""  # the text its row keeps
+    timeout: float = 10.0  # the client's request_timeout (short only where a stall must outlast it)
 
 
 FAULTS = {
@@ -54,8 +55,8 @@ FAULTS = {
     "429 past the retries": Case((Fault(429),) * 3, "error", "rate_limited", 3),
     "500 then recovery": Case((Fault(500), Fault(502)), "ok", None, 3, "B"),
     "503 past the retries": Case((Fault(503),) * 5, "error", "http_5xx", 3),
-    "stall past the timeout, then an answer": Case((Fault(stall=0.6),), "ok", None, 2, "B"),
-    "stall past every timeout": Case((Fault(stall=0.6),) * 3, "error", "timeout", 3),
+    "stall past the timeout, then an answer": Case((Fault(stall=5.0),), "ok", None, 2, "B", timeout=2.0),
+    "stall past every timeout": Case((Fault(stall=5.0),) * 3, "error", "timeout", 3, timeout=2.0),
     "body not JSON": Case((Fault(200, body="<html>proxy error</html>"),), "error", "malformed", 1),
     "body a JSON list": Case((Fault(200, payload=[1, 2]),), "error", "malformed", 1),
     "no choices": Case((Fault(200, payload={"choices": []}),), "error", "malformed", 1),
@@ -85,7 +86,7 @@ def test_each_fault_gives_its_row(name, answer_cfg):
     case = FAULTS[name]
     with ChatServer(answer=lambda prompt, body: "B") as server:
         server.fail("Case 1:", *case.faults)
-        table = _client(server, request_timeout=0.3).answer_probes(_probes(), answer_cfg, progress=False)
+        table = _client(server, request_timeout=case.timeout).answer_probes(_probes(), answer_cfg, progress=False)
         sent = len(server.requests_for("Case 1:"))
     row = table.iloc[1]
     assert (row["status"], row["error_cause"], sent) == (case.status, case.cause, case.requests)
@@ -138,10 +139,11 @@ def test_the_pre_flight_checks_the_model_id(answer_cfg):
                                                    r"Qwen/Qwen2.5-VL-7B-Instruct\)"):
             _client(server).answer_probes(_probes(), answer_cfg, progress=False)
         assert server.requests == []
+        listed = server.model_list_requests
         client = ChatClient(base_url=server.base_url, model="Qwen/Qwen2.5-VL-7B-Instruct", **FAST)
         client.answer_probes(_probes(), answer_cfg, progress=False)
         client.answer_probes(_probes(), answer_cfg, progress=False)
-        assert server.model_list_requests == 1 and len(server.requests) == 6  # one pre-flight per client
+        assert server.model_list_requests - listed == 1 and len(server.requests) == 6  # one pre-flight per client
 
 
 def test_a_header_echoing_server_never_gets_the_key_stored(monkeypatch, answer_cfg):
