@@ -159,6 +159,7 @@ def _rows(name: str, root: Path, grounding: dict[str, dict]) -> Iterator[SourceR
             answer=row["gold_answer"],
             image=image,
             problem=problem,
+            where=where,
             meta={
                 "case_id": case_id,
                 "source_dataset": source,

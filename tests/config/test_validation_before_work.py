@@ -38,7 +38,6 @@ SECRET = "sk-proj-AbC123xYz789SecretSecret"
     (["model=openai_compatible", "model.retry_after_max=0"], "model.retry_after_max=0"),
     (["model=responses", "model.reply_fields=[]"], "model.reply_fields is empty"),
     (["model=responses", "+model.status_map={failed:bogus}"], "model.status_map.failed='bogus'"),
-    (["detector=medvigil", "detector.tiers={Modality:{CT:L9}}"], "detector.tiers.Modality.CT"),
 ])
 def test_bad_settings_are_named_before_any_work(overrides, message):
     with pytest.raises(ConfigRangeError) as raised:
