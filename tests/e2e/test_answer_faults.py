@@ -34,11 +34,18 @@ DETECTORS = {"option_order": (), "text_only": ("detector.chance=uniform",), "slo
 KEY = "sk-proj-e2eKey0123456789abcdef"
 
 
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> str:
+    """One tracking store for the module (creating one costs seconds); every test's cells differ by
+    their benchmark root (part of the cell's settings) and by model name."""
+    return f"sqlite:///{tmp_path_factory.mktemp('store') / 'mlflow.db'}"
+
+
 @pytest.fixture()
-def mc(tmp_path):
+def mc(tmp_path, store):
     root = tmp_path / "bench"
     truth = _write_bench(root)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = store
 
     def overrides(*more, cache: str = "cache"):
         return [f"tracking.uri={uri}", f"paths.cache_dir={tmp_path / cache}", "bench=local", "bench.name=mc_local",
@@ -79,7 +86,7 @@ def _no_evidence_naming(uri: str, model: str, cause: str) -> None:
     from medexp.tracking import Tracker
 
     tracker = Tracker(compose([f"tracking.uri={uri}"]).tracking, REPO)
-    selection = Selection(model=(model.removeprefix("model="),), bench=("mc_local",), detector=None, control=None)
+    selection = Selection(model=(model,), bench=("mc_local",), detector=None, control=None)
     item = Evidence("clean", selection, Condition.parse("p_value > 0.05"), Quantifier.parse("all"), None)
     result = evaluate_claim(Claim("c", "The model is clean.", "§0", (item,), "clean", "leaky"),
                             CellIndex.from_runs(tracker.search_cells()))
@@ -108,7 +115,8 @@ def test_a_dead_endpoint_or_a_refused_key_leaves_no_verdict(mc, monkeypatch, det
     monkeypatch.setenv("MEDEXP_E2E_KEY", KEY)
     with ChatServer(answer=honest(mc.truth), api_key="another-key") as server:
         url = _free_port_url() if fault == "down" else server.base_url
-        outcome = mc(*served(url, "gpt_x", "model.api_key_env=MEDEXP_E2E_KEY"), f"detector={detector}",
+        name = f"{detector}_{fault.replace(' ', '_')}"
+        outcome = mc(*served(url, name, "model.api_key_env=MEDEXP_E2E_KEY"), f"detector={detector}",
                      *DETECTORS[detector])
         assert server.requests == [] or fault == "key refused"
     assert outcome.status == "FAILED" and "p_value" not in outcome.metrics
@@ -118,7 +126,7 @@ def test_a_dead_endpoint_or_a_refused_key_leaves_no_verdict(mc, monkeypatch, det
     runs = _runs(mc.uri, outcome.cell_key)
     assert [run.info.status for run in runs] == ["FAILED"]
     assert "p_value" not in runs[0].data.metrics and KEY not in json.dumps(runs[0].data.tags)
-    _no_evidence_naming(mc.uri, "model=gpt_x", "connection" if fault == "down" else "HTTP 401")
+    _no_evidence_naming(mc.uri, name, "connection" if fault == "down" else "HTTP 401")
 
 
 def test_503s_on_one_arm_never_flag_an_honest_model(mc):
@@ -128,7 +136,7 @@ def test_503s_on_one_arm_never_flag_an_honest_model(mc):
         return Fault(503) if shuffled(prompt, body) and _case(prompt) in (3, 17) else None
 
     with ChatServer(answer=honest(mc.truth), fault_rule=rule) as server:
-        outcome = mc(*served(server, "honest"), "detector=option_order")
+        outcome = mc(*served(server, "honest_503"), "detector=option_order")
     assert outcome.status == "FINISHED", outcome.error
     m = outcome.metrics
     # errors are no answers: the two pairs leave, the other 38 are right on both arms
@@ -156,14 +164,14 @@ def test_too_few_answers_fail_the_cell_and_the_rerun_asks_only_the_failed_probes
         run = MlflowClient(mc.uri).get_run(failed.run_id)
         assert run.data.metrics["n_errors.http_5xx"] == 10.0 and run.data.metrics["n_answered"] == 70.0
         assert "p_value" not in run.data.metrics and "http_5xx 10" in run.data.tags["medexp.warnings"]
-        _no_evidence_naming(mc.uri, "model=memoriser", "http_5xx 10")
+        _no_evidence_naming(mc.uri, "memoriser", "http_5xx 10")
         asked_before = len(server.requests)
         broken["on"] = False  # the server recovers; the same command, no force
         recovered = mc(*served(server, "memoriser"), "detector=option_order")
         asked = server.requests[asked_before:]
     assert recovered.status == "FINISHED" and len(asked) == 10  # exactly the probes without an answer
-    with ChatServer(answer=memorising(mc.truth)) as server:
-        clean = mc(*served(server, "memoriser"), "detector=option_order", cache="clean-cache")
+    with ChatServer(answer=memorising(mc.truth)) as server:  # a clean run from scratch (force: not the tracked one)
+        clean = mc(*served(server, "memoriser"), "detector=option_order", "force=true", cache="clean-cache")
     assert recovered.metrics["p_value"] == clean.metrics["p_value"] == pytest.approx(0.5**40)
     assert recovered.metrics["n_errors"] == 0.0 and recovered.metrics["flag"] == 1.0
 
@@ -176,14 +184,14 @@ def test_a_finished_cell_with_unanswered_probes_is_not_reused(mc):
         return Fault(500) if broken["on"] and shuffled(prompt, body) and _case(prompt) in (5, 6) else None
 
     with ChatServer(answer=honest(mc.truth), fault_rule=rule) as server:
-        first = mc(*served(server, "honest"), "detector=option_order")
+        first = mc(*served(server, "honest_reuse"), "detector=option_order")
         assert first.status == "FINISHED" and first.metrics["n_errors"] == 2.0
         broken["on"] = False
         before = len(server.requests)
-        second = mc(*served(server, "honest"), "detector=option_order")
+        second = mc(*served(server, "honest_reuse"), "detector=option_order")
         assert second.status == "FINISHED" and second.run_id != first.run_id
         assert len(server.requests) - before == 2 and second.metrics["n_errors"] == 0.0
-        third = mc(*served(server, "honest"), "detector=option_order")
+        third = mc(*served(server, "honest_reuse"), "detector=option_order")
     assert third.status == "CACHED" and third.run_id == second.run_id
 
 
@@ -194,7 +202,7 @@ def test_transient_faults_and_malformed_replies_are_retried_or_counted(mc):
         server.fail("Case 3:", Fault(200, payload={"choices": [{"message": None, "finish_reason": "stop"}]}))
         server.fail("Case 4:", Fault(200, payload={"choices": [{"message": {"content": "A", "refusal": None},
                                                                             "finish_reason": "content_filter"}]}))
-        outcome = mc(*served(server, "honest"), "detector=option_order")
+        outcome = mc(*served(server, "honest_transient"), "detector=option_order")
     assert outcome.status == "FINISHED", outcome.error
     m = outcome.metrics
     assert (m["n_errors"], m["n_errors.malformed"], m["n_errors.refused"], m["n_errors.rate_limited"]) == (2, 1, 1, 0)
@@ -295,7 +303,8 @@ def test_a_key_where_a_variable_name_belongs_stops_before_anything_is_written(mc
     secret = "sk-live-51HxYzSecretValue0123456789"
     value = f"OPENAI_API_KEY,{secret}" if sweep else secret
     output = tmp_path / "hydra"
-    args = [*(["-m"] if sweep else []), *mc.overrides(*served("http://127.0.0.1:9/v1", "hosted")),
+    uri = f"sqlite:///{tmp_path / 'never.db'}"
+    args = [*(["-m"] if sweep else []), *mc.overrides(*served("http://127.0.0.1:9/v1", "hosted")), f"tracking.uri={uri}",
             f"model.api_key_env={value}", "detector=option_order", f"hydra.run.dir={output}",
             f"hydra.sweep.dir={output}"]
     proc = _medexp(*args)
@@ -304,4 +313,4 @@ def test_a_key_where_a_variable_name_belongs_stops_before_anything_is_written(mc
     assert "api_key_env must name the environment variable" in stderr
     assert secret not in stdout + stderr
     assert not output.exists()  # no .hydra/config.yaml, overrides.yaml, multirun.yaml
-    assert not Path(mc.uri.removeprefix("sqlite:///")).exists()  # no run, no params
+    assert not (tmp_path / "never.db").exists()  # no run, no params
