@@ -162,11 +162,12 @@ def test_persistent_5xx_gives_up_after_max_retries_as_an_error_row(chat_server, 
 
 def test_a_timeout_is_retried_and_without_retries_is_an_error_row(chat_server, answer_cfg):
     probes = probe_set(2)
-    chat_server.fail("Case 00", Fault(stall=1.0))
-    table = client_for(chat_server, request_timeout=0.2).answer_probes(probes, answer_cfg, progress=False)
+    # a stall far longer than the timeout, and a timeout far longer than an answer on a loaded machine
+    chat_server.fail("Case 00", Fault(stall=6.0))
+    table = client_for(chat_server, request_timeout=1.5).answer_probes(probes, answer_cfg, progress=False)
     assert (table["status"] == "ok").all() and len(chat_server.requests_for("Case 00")) == 2
-    chat_server.fail("Case 01", Fault(stall=1.0))
-    table = client_for(chat_server, request_timeout=0.2, max_retries=0).answer_probes(probes, answer_cfg,
+    chat_server.fail("Case 01", Fault(stall=6.0))
+    table = client_for(chat_server, request_timeout=1.5, max_retries=0).answer_probes(probes, answer_cfg,
                                                                                         progress=False)
     assert list(table["status"]) == ["ok", "error"] and "Timeout" in table.iloc[1]["error"]
 
