@@ -87,7 +87,7 @@ def answers(probes: list[Probe], p_correct: np.ndarray, rng: np.random.Generator
         "probe_id": [p.probe_id for p in probes], "example_id": [p.example_id for p in probes],
         "kind": [p.kind for p in probes], "gold": [p.gold for p in probes], "refusal": [p.refusal for p in probes],
         "response": choice, "choice": choice, "correct": correct, "status": "ok", "error": None,
-        "option_logliks": None,
+        "error_cause": None, "option_logliks": None,
     })
 
 
