@@ -2,8 +2,9 @@
 
 The key holds the model (its settings and the bytes of its local weights), the answer settings
 and the probe set's content (ids, questions, options, golds, refusal letters, meta and each
-image's bytes). A black-box model's shard that holds ``error`` rows (a timeout, an HTTP 503) is
-asked again on the next run instead of being reused; every other row is kept.
+image's bytes). Only answers are reused: a stored shard that holds ``error`` rows (a timeout, an
+HTTP 503, a refused key's probes never reach it) is completed by asking exactly those probes
+again; its answered rows are kept as they are.
 """
 
 from __future__ import annotations
@@ -41,21 +42,28 @@ def cached_answers(
     probes: Sequence,
     cache_dir: str | Path,
     compute: Callable[[list], pd.DataFrame],
-    retry_errors: bool,
     desc: str,
 ) -> pd.DataFrame:
-    """The response table of ``probes`` under ``key``, computing only what is not cached."""
+    """The response table of ``probes`` under ``key``, asking ``compute`` only for the probes
+    without a cached answer."""
     from medexp.scoring.cache import ScoreCache
 
     probes = list(probes)
+    ids = [probe.probe_id for probe in probes]
 
     def refuse(shard: pd.DataFrame) -> str | None:
         errors = int((shard["status"] == Status.error.value).sum())
-        return f"it holds {errors} error row(s) from the model; asking again" if retry_errors and errors else None
+        return f"it holds {errors} probe(s) without an answer; asking those again" if errors else None
+
+    def redo(shard: pd.DataFrame, start: int, stop: int) -> pd.DataFrame:
+        failed = (shard["status"] == Status.error.value).to_numpy()
+        asked = compute([probe for probe, again in zip(probes[start:stop], failed) if again])
+        merged = pd.concat([shard[~failed], asked], ignore_index=True).set_index("probe_id", drop=False)
+        return as_response_table(merged.loc[ids[start:stop]].reset_index(drop=True), ids[start:stop])
 
     full_key = {"table": "responses", "version": ANSWERS_VERSION, **key, "probes": probe_set_hash(probes, cache_dir)}
     table = ScoreCache(Path(cache_dir) / "responses").get_or_compute(
-        full_key, [probe.probe_id for probe in probes], "probe_id", PROBE_SHARD,
-        lambda start, stop: compute(probes[start:stop]), desc=desc, refuse=refuse,
+        full_key, ids, "probe_id", PROBE_SHARD, lambda start, stop: compute(probes[start:stop]), desc=desc,
+        refuse=refuse, redo=redo,
     )
-    return as_response_table(table, [probe.probe_id for probe in probes])
+    return as_response_table(table, ids)

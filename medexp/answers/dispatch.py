@@ -25,21 +25,25 @@ def model_answers(model_cfg, model_key: dict, scorer: Callable, probes: Sequence
     family = ModelFamily(model_cfg.family)
     settings = OmegaConf.to_container(answer_cfg, resolve=True, enum_to_str=True) \
         if OmegaConf.is_config(answer_cfg) else dict(vars(answer_cfg))
+    settings.pop("min_answered", None)  # what a cell accepts, not how a model answers
     probes = list(probes)
     if family is ModelFamily.responses:
         from medexp.answers.imported import import_model_responses
 
         return import_model_responses(probes, model_cfg, answer_cfg, skipped_ids)
     if family is ModelFamily.openai_compatible:
-        from medexp.answers.openai_client import answer_probes
+        import functools
+
+        from medexp.answers.openai_client import ChatClient
 
         served = {"base_url": model_cfg.base_url, "model": model_cfg.pretrained or model_cfg.name}
+        # One client for the whole probe set (one pre-flight request), made only when a probe is asked.
+        client = functools.cache(functools.partial(ChatClient.from_model_config, model_cfg))
         return cached_answers({"model": served, "answer": settings}, probes, cache_dir,
-                              lambda chunk: answer_probes(chunk, model_cfg, answer_cfg), retry_errors=True,
+                              lambda chunk: client().answer_probes(chunk, answer_cfg),
                               desc=f"asking {served['model']}")
     from medexp.answers.whitebox import generated_answers, likelihood_answers
 
     answer = likelihood_answers if AnswerMode(answer_cfg.mode) is AnswerMode.likelihood else generated_answers
     return cached_answers({"model": model_key, "answer": settings}, probes, cache_dir,
-                          lambda chunk: answer(scorer(), chunk, answer_cfg), retry_errors=False,
-                          desc=f"answering probes ({model_cfg.name})")
+                          lambda chunk: answer(scorer(), chunk, answer_cfg), desc=f"answering probes ({model_cfg.name})")

@@ -5,12 +5,15 @@ Columns:
 - ``probe_id``, ``example_id``, ``kind``: from the probe;
 - ``gold``: the gold letter (multiple choice) or gold text;
 - ``refusal``: the letter of the probe's refusal option, or None;
-- ``response``: the raw reply ("" when the model could not be asked);
+- ``response``: the raw reply ("" when the model could not be asked; an ``error`` row keeps the
+  text it got, e.g. a content filter's refusal or a reply of the wrong shape);
 - ``choice``: the parsed letter, or the normalised free-text answer; None when unparsed or error;
-- ``correct``: True only for status ``ok`` with ``choice`` equal to the gold (errors and unparsed
-  replies are never correct, and never dropped: metrics count them, or exclude them explicitly);
-- ``status``: ``ok``, ``unparsed`` or ``error``;
+- ``correct``: True only for status ``ok`` with ``choice`` equal to the gold;
+- ``status``: ``ok``, ``unparsed`` or ``error``. ``ok`` and ``unparsed`` rows are *answered*
+  (the model replied; an unparseable reply is a wrong answer). An ``error`` row is no answer at
+  all: detectors leave it out of every denominator, never count it wrong or right;
 - ``error``: the error message of an ``error`` row, else None;
+- ``error_cause``: why an ``error`` row has no answer (:class:`ErrorCause`), else None;
 - ``option_logliks``: per-option log-likelihoods when answered by likelihood, else None.
 """
 
@@ -21,7 +24,7 @@ from typing import Any, Optional
 
 RESPONSE_COLUMNS = (
     "probe_id", "example_id", "kind", "gold", "refusal", "response", "choice", "correct", "status", "error",
-    "option_logliks",
+    "error_cause", "option_logliks",
 )
 
 
@@ -31,14 +34,31 @@ class Status(str, Enum):
     error = "error"
 
 
+class ErrorCause(str, Enum):
+    """Why a probe has no answer (metric ``n_errors.<cause>``)."""
+
+    connection = "connection"  # the server could not be reached, or dropped the connection
+    timeout = "timeout"  # no reply within model.request_timeout
+    http_4xx = "http_4xx"  # the server refused the request (400, 404, 413, 422 ...)
+    http_5xx = "http_5xx"  # the server failed (500, 502, 503 ...)
+    rate_limited = "rate_limited"  # HTTP 429, still after the retries
+    malformed = "malformed"  # a reply (or an imported line) of a shape that holds no usable answer
+    refused = "refused"  # a content filter or the API's refusal field: its text is kept in `response`
+    input = "input"  # the probe could not be sent (its image is unreadable)
+    not_imported = "not_imported"  # an imported file has no line for the probe
+    other = "other"  # an imported harness's error of no recognisable cause
+
+
 def response_row(probe, response: str, choice: Optional[str], status: Status | str, error: Optional[str] = None,
-                 option_logliks: Optional[list[float]] = None) -> dict[str, Any]:
-    """A response-table row for ``probe`` (a :class:`medexp.probes.Probe`), with ``correct`` derived."""
+                 option_logliks: Optional[list[float]] = None,
+                 cause: ErrorCause | str | None = None) -> dict[str, Any]:
+    """A response-table row for ``probe`` (a :class:`medexp.probes.Probe`), with ``correct`` derived.
+    An ``error`` row needs its message and its ``cause``."""
     status = Status(status)
     if status is Status.ok and choice is None:
         raise ValueError(f"{probe.probe_id}: an ok row needs a parsed choice")
-    if status is Status.error and not error:
-        raise ValueError(f"{probe.probe_id}: an error row needs its error message")
+    if status is Status.error and (not error or cause is None):
+        raise ValueError(f"{probe.probe_id}: an error row needs its error message and cause")
     return {
         "probe_id": probe.probe_id,
         "example_id": probe.example_id,
@@ -50,8 +70,14 @@ def response_row(probe, response: str, choice: Optional[str], status: Status | s
         "correct": bool(status is Status.ok and choice == probe.gold),
         "status": status.value,
         "error": error if status is Status.error else None,
+        "error_cause": ErrorCause(cause).value if status is Status.error else None,
         "option_logliks": list(option_logliks) if option_logliks is not None else None,
     }
+
+
+def error_row(probe, cause: ErrorCause | str, error: str, response: str = "") -> dict[str, Any]:
+    """The ``error`` row of a probe that got no answer, and why."""
+    return response_row(probe, response, None, Status.error, error=error, cause=cause)
 
 
 def response_table(rows: list[dict[str, Any]], probe_ids):
@@ -68,10 +94,16 @@ def response_table(rows: list[dict[str, Any]], probe_ids):
 def as_response_table(frame, probe_ids):
     """``frame`` with the response table's types (a missing text is None, never NaN; ``correct``
     is bool), checked against ``probe_ids``; e.g. a table read back from parquet."""
-    table = frame.astype({column: object for column in RESPONSE_COLUMNS if column != "correct"})
-    for column in ("refusal", "choice", "error", "option_logliks"):
-        table[column] = table[column].where(table[column].notna(), None)
-    table["correct"] = table["correct"].astype(bool)
+    if "error_cause" not in frame.columns and "status" in frame.columns and "error" in frame.columns:
+        # Cached before causes were recorded: only answered rows are ever read back from the cache
+        # (its error rows are asked again), so every cause is None.
+        frame = frame.assign(error_cause=None)
+    table = frame.astype({column: object for column in RESPONSE_COLUMNS if column in frame and column != "correct"})
+    for column in ("refusal", "choice", "error", "error_cause", "option_logliks"):
+        if column in table:
+            table[column] = table[column].where(table[column].notna(), None)
+    if "correct" in table:
+        table["correct"] = table["correct"].astype(bool)
     check_response_table(table, probe_ids)
     return table
 
@@ -90,3 +122,14 @@ def check_response_table(table, probe_ids) -> None:
     bad = sorted(set(table["status"]) - {status.value for status in Status})
     if bad:
         raise ValueError(f"response table has unknown status value(s) {bad}")
+    errors = table["status"] == Status.error.value
+    causes = set(table.loc[errors, "error_cause"])
+    unknown = sorted(map(str, causes - {cause.value for cause in ErrorCause}))
+    if unknown:
+        raise ValueError(f"response table has error row(s) without a known cause: {unknown}; "
+                         f"causes are {[cause.value for cause in ErrorCause]}")
+
+
+def answered(table):
+    """The rows of ``table`` that hold an answer (status ``ok`` or ``unparsed``): never an error row."""
+    return table[table["status"] != Status.error.value]

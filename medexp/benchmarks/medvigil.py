@@ -58,15 +58,18 @@ def load(bench_cfg, cache_dir: Path) -> Benchmark:
     from medexp.benchmarks.hub import dataset_root
 
     root = dataset_root(bench_cfg, cache_dir, list(HUB_FILES))
-    return load_medvigil(bench_cfg.name, root, bench_cfg.split, bench_cfg.max_examples)
+    return load_medvigil(bench_cfg.name, root, bench_cfg.split, bench_cfg.max_examples, bench_cfg.allow_outside_root)
 
 
-def load_medvigil(name: str, root: Path, split: str = "test", max_examples: Optional[int] = None) -> Benchmark:
-    """The manifest's cases in file order, with their grounding."""
+def load_medvigil(name: str, root: Path, split: str = "test", max_examples: Optional[int] = None,
+                  allow_outside_root: bool = False) -> Benchmark:
+    """The manifest's cases in file order, with their grounding; every image file must resolve
+    inside ``root`` (``../`` or an absolute path in the manifest is refused, naming its line)
+    unless ``allow_outside_root``."""
     root = Path(root)
     grounding = read_grounding(root)
     files = [root / GROUNDING, root / MANIFEST] if (root / GROUNDING).is_file() else [root / MANIFEST]
-    return assemble(name, split, _rows(name, root, grounding), max_examples, files=files)
+    return assemble(name, split, _rows(name, root, grounding), max_examples, root, allow_outside_root, files=files)
 
 
 def read_csv(path: Path, required: tuple[str, ...]) -> Iterator[tuple[str, dict[str, str]]]:

@@ -211,14 +211,15 @@ def problem_row(problem: RowProblem | str, where: str, source_id: Any = None) ->
 def jsonl_records(path: Path) -> Iterable[tuple[str, dict | RowProblem]]:
     """``("<file>:<line>", record)`` for every non-blank line of a JSONL file, lazily.
 
-    A line that is not UTF-8, not valid JSON or not a JSON object gives a :class:`RowProblem`
-    ("malformed row", naming the file and line) in place of its record.
+    A byte-order mark is accepted, as by every reader (utf-8-sig). A line that is not UTF-8, not
+    valid JSON or not a JSON object gives a :class:`RowProblem` ("malformed row", naming the file
+    and line) in place of its record.
     """
     with path.open("rb") as handle:
         for line_number, raw in enumerate(handle, start=1):
             where = f"{path}:{line_number}"
             try:
-                line = raw.decode("utf-8")
+                line = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
             except UnicodeDecodeError as error:
                 yield where, RowProblem(f"{MALFORMED_ROW}: {where}: not UTF-8 text ({error.reason} at byte {error.start})")
                 continue

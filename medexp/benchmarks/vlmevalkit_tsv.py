@@ -130,6 +130,7 @@ def option_columns(header: list[str]) -> list[str]:
 def tsv_rows(path: Path, store: Path, rerooting: Rerooting) -> Iterator[SourceRow]:
     """The file's rows as :class:`SourceRow` records, in file order."""
     stored: dict[str, tuple[Optional[Path], Optional[str]]] = {}  # index -> (stored image, problem)
+    later = _LaterImages(path, store)
     letters: Optional[list[str]] = None
     reserved: set[str] = set()
     for where, record in tsv_records(path):
@@ -153,7 +154,7 @@ def tsv_rows(path: Path, store: Path, rerooting: Rerooting) -> Iterator[SourceRo
             answer = _gold(answer, cells, options, where, flaws)
         yield SourceRow(source_id=index, question=text_field(record, QUESTION, where, flaws), answer=answer,
                         options=options or None, meta=meta, where=where, flaws=flaws,
-                        **_image_fields(record, index, where, path, store, stored, rerooting))
+                        **_image_fields(record, index, where, path, store, stored, later, rerooting))
 
 
 def _options(cells: list[str], letters: list[str], where: str, flaws: dict[str, str]) -> tuple[str, ...]:
@@ -179,14 +180,14 @@ def _gold(letter: str, cells: list[str], options: tuple[str, ...], where: str, f
     return ""
 
 
-def _image_fields(record, index, where, path, store, stored, rerooting) -> dict:
+def _image_fields(record, index, where, path, store, stored, later, rerooting) -> dict:
     """The SourceRow image fields of one row (base64, a reference to another row, or a path)."""
     cell = (record.get(IMAGE) or "").strip()
     if cell:
         if cell.startswith("["):
             return {"problem": f"{SEVERAL_IMAGES}: {where} holds a list of images; an example holds one"}
         if len(cell) <= _MAX_REFERENCE:
-            image, problem = stored[cell] if cell in stored else _referenced_image(path, cell, where, store)
+            image, problem = stored[cell] if cell in stored else later.image(cell, where)
         else:
             image, problem = _store(cell, where, store)
             stored[index] = (image, problem)
@@ -207,12 +208,38 @@ def _store(cell: str, where: str, store: Path) -> tuple[Optional[Path], Optional
     return store_image_bytes(data, store, where)
 
 
-def _referenced_image(path: Path, index: str, where: str, store: Path) -> tuple[Optional[Path], Optional[str]]:
-    """The image of the row whose index a short image cell names, when that row comes later."""
-    for other_where, record in tsv_records(path):
-        if (record.get(INDEX) or "").strip() == index:
+class _LaterImages:
+    """The images of rows that a short image cell names before they appear (or never): found in
+    one more pass over the file, made the first time such a reference is met, so reading stays
+    linear in the file's size however many references it holds."""
+
+    def __init__(self, path: Path, store: Path):
+        self.path, self.store = path, store
+        self.found: Optional[dict[str, tuple[Optional[Path], Optional[str]]]] = None
+
+    def image(self, index: str, where: str) -> tuple[Optional[Path], Optional[str]]:
+        if self.found is None:
+            self.found = self._forward_targets()
+        if index in self.found:
+            return self.found[index]
+        return None, f"{MISSING_IMAGE}: {where}: the image cell names row index {index!r}, which holds no base64 image"
+
+    def _forward_targets(self) -> dict[str, tuple[Optional[Path], Optional[str]]]:
+        """Each row whose base64 image an earlier short cell names, stored. A reference to a
+        reference names no image (VLMEvalKit never writes one)."""
+        wanted, seen, found = set(), set(), {}
+        for where, record in tsv_records(self.path):
+            if isinstance(record, RowProblem):  # skipped and counted by the main pass
+                continue
             cell = (record.get(IMAGE) or "").strip()
+            if not cell or cell.startswith("["):
+                continue
             if len(cell) <= _MAX_REFERENCE:
-                break  # a reference to a reference: VLMEvalKit never writes one
-            return _store(cell, other_where, store)
-    return None, f"{MISSING_IMAGE}: {where}: the image cell names row index {index!r}, which holds no base64 image"
+                if cell not in seen:
+                    wanted.add(cell)
+                continue
+            index = (record.get(INDEX) or "").strip()
+            seen.add(index)
+            if index in wanted and index not in found:
+                found[index] = _store(cell, where, self.store)
+        return found

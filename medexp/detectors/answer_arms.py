@@ -3,13 +3,15 @@ example, the paired statistics of the two arms, status counts, figures.
 
 A *pair* is one example's probe in the first arm (``original``, ``slot_mask``) and its probe or
 probes in the second arm (``option_shuffle`` variants, ``back_translation``, ``text_only``).
-Every row counts under the default convention ``errors_wrong``: an ``error`` or ``unparsed`` row
-is wrong and stays in every denominator. Under ``errors_excluded`` (MedVIGIL's second
-convention) error rows leave: an example whose first-arm probe is an error, or whose second-arm
-probes are all errors, leaves the pairs; unparsed replies stay wrong (the model did answer).
+Only answers are evidence: an ``error`` row (the model could not be asked, the server failed)
+is no answer, never a wrong one. A pair counts when its first-arm probe was answered and at least
+one of its second-arm probes was; its unanswered second-arm probes leave it. An ``unparsed``
+reply is an answer (the model replied) and is wrong. Pairs left out for want of an answer are
+counted (``n_excluded_pairs``); the cell's answered share is gated before any detector runs
+(:mod:`medexp.answers.coverage`).
 
-Paired metrics over the pairs (n of them, V_i second-arm probes for example i, x_i the first
-arm's outcome, y_i the mean of its second-arm outcomes):
+Paired metrics over the pairs (n of them, V_i answered second-arm probes for example i, x_i the
+first arm's outcome, y_i the mean of its second-arm outcomes):
 
 * CR = mean x_i, PCR = mean y_i, Delta = PCR - CR;
 * Phi = mean x_i (1 - y_i): right before and wrong after, over |D| = n (MM-Detect's instance
@@ -32,7 +34,6 @@ import pandas as pd
 
 from medexp.answers.table import RESPONSE_COLUMNS, Status, check_response_table
 from medexp.benchmarks.skips import metric_name, reason_metrics
-from medexp.detectors.medvigil import ERRORS_EXCLUDED, ERRORS_WRONG
 from medexp.probes.choice import EXAMPLE_META
 from medexp.stats.paired import mcnemar_exact, relabel_test, wilson_interval
 
@@ -89,12 +90,12 @@ def status_counts(table: pd.DataFrame, kind: str, name: str) -> dict[str, float]
 
 @dataclass(frozen=True)
 class Pairs:
-    """Examples with a first-arm outcome and their second-arm outcomes, under one convention."""
+    """Examples with an answered first arm and their answered second-arm outcomes."""
 
     example_ids: list[str]
     first: np.ndarray  # bool, one per example
-    second: list[np.ndarray]  # bool arrays, one per example (its variants)
-    excluded: int  # examples left out by the convention
+    second: list[np.ndarray]  # bool arrays, one per example (its answered variants)
+    excluded: int  # examples with both arms asked, left out for want of an answer
 
     @property
     def n(self) -> int:
@@ -104,37 +105,33 @@ class Pairs:
         return np.array([values.mean() for values in self.second]) if self.second else np.zeros(0)
 
 
-def pairs(table: pd.DataFrame, first_kind: str, second_kind: str, convention: str = ERRORS_WRONG) -> Pairs:
-    """The examples that have both arms, in first-arm order."""
-    if convention not in (ERRORS_WRONG, ERRORS_EXCLUDED):
-        raise ValueError(f"unknown error convention {convention!r}; known: {[ERRORS_WRONG, ERRORS_EXCLUDED]}")
+def pairs(table: pd.DataFrame, first_kind: str, second_kind: str) -> Pairs:
+    """The examples whose two arms were both answered, in first-arm order."""
     first_rows = table[table["kind"] == first_kind].drop_duplicates("example_id")
     second_rows = table[table["kind"] == second_kind]
-    if convention == ERRORS_EXCLUDED:
-        second_rows = second_rows[second_rows["status"] != Status.error.value]
-    paired = set(table.loc[table["kind"] == second_kind, "example_id"])
+    asked = set(second_rows["example_id"])
     collected: dict[str, list[bool]] = {}
-    for example, correct in zip(second_rows["example_id"], second_rows["correct"]):
+    answered_second = second_rows[second_rows["status"] != Status.error.value]
+    for example, correct in zip(answered_second["example_id"], answered_second["correct"]):
         collected.setdefault(example, []).append(bool(correct))
-    grouped = {example: np.array(values, dtype=bool) for example, values in collected.items()}
     ids, first, second, excluded = [], [], [], 0
     for example, status, correct in zip(first_rows["example_id"], first_rows["status"], first_rows["correct"]):
-        if example not in paired:
+        if example not in asked:
             continue
-        if example not in grouped or (convention == ERRORS_EXCLUDED and status == Status.error.value):
+        if example not in collected or status == Status.error.value:
             excluded += 1
             continue
         ids.append(example)
         first.append(bool(correct))
-        second.append(grouped[example])
+        second.append(np.array(collected[example], dtype=bool))
     return Pairs(ids, np.array(first, dtype=bool), second, excluded)
 
 
 def paired_statistics(pairs_: Pairs, n_permutations: int, seed: int, ci_level: float) -> dict[str, float]:
     """CR, PCR, Delta, Phi, b, c, the one-sided p and the Wilson intervals of CR and PCR."""
     nan = float("nan")
-    if pairs_.n == 0:
-        return {"cr": nan, "pcr": nan, "delta": nan, "phi": nan, "b": 0.0, "c": 0.0, "p_value": 1.0,
+    if pairs_.n == 0:  # nothing to test: no p-value (never a p of 1 standing for "no evidence")
+        return {"cr": nan, "pcr": nan, "delta": nan, "phi": nan, "b": 0.0, "c": 0.0, "p_value": nan,
                 "n_pairs": 0.0, "cr_ci_low": nan, "cr_ci_high": nan, "pcr_ci_low": nan, "pcr_ci_high": nan}
     x = pairs_.first.astype(np.float64)
     y = pairs_.second_means()
@@ -156,10 +153,13 @@ def paired_statistics(pairs_: Pairs, n_permutations: int, seed: int, ci_level: f
 
 
 def pair_frame(table: pd.DataFrame, first_kind: str, second_kind: str, strata: Sequence[str]) -> pd.DataFrame:
-    """One row per example with both arms: statuses, outcomes, the lost/gained flags, strata."""
+    """One row per example with both arms asked: statuses, outcomes over the answered probes, the
+    lost/gained flags (NaN when the pair lacks an answer, ``paired`` False), strata."""
+    answered = table["status"] != Status.error.value
     first = table[table["kind"] == first_kind].drop_duplicates("example_id").set_index("example_id")
-    second = table[table["kind"] == second_kind].groupby("example_id").agg(
-        n_second=("correct", "size"), second_correct=("correct", "mean"),
+    second = table[table["kind"] == second_kind].assign(answered_correct=table["correct"].where(answered))
+    second = second.groupby("example_id").agg(
+        n_second=("correct", "size"), second_correct=("answered_correct", "mean"),
         second_errors=("status", lambda s: int((s == Status.error.value).sum())),
         second_unparsed=("status", lambda s: int((s == Status.unparsed.value).sum())),
         second_choices=("choice", lambda s: "|".join("" if c is None else str(c) for c in s)))
@@ -167,28 +167,25 @@ def pair_frame(table: pd.DataFrame, first_kind: str, second_kind: str, strata: S
         second, how="inner")
     frame = frame.rename(columns={"probe_id": "first_probe_id", "status": "first_status", "choice": "first_choice",
                                   "correct": "first_correct"})
-    frame["lost"] = frame["first_correct"].astype(float) * (1.0 - frame["second_correct"])
-    frame["gained"] = (1.0 - frame["first_correct"].astype(float)) * frame["second_correct"]
+    first_correct = frame["first_correct"].astype(float).where(frame["first_status"] != Status.error.value)
+    frame["second_correct"] = frame["second_correct"].astype(float)
+    frame["paired"] = first_correct.notna() & frame["second_correct"].notna()
+    frame["lost"] = first_correct * (1.0 - frame["second_correct"])
+    frame["gained"] = (1.0 - first_correct) * frame["second_correct"]
     frame.columns = [column.removeprefix("stratum.") for column in frame.columns]
     return frame.reset_index()
 
 
-def convention_metrics(table: pd.DataFrame, first_kind: str, second_kind: str, n_permutations: int, seed: int,
-                       ci_level: float) -> dict[str, float]:
-    """:func:`paired_statistics` under both conventions (``errors_excluded`` with an ``_excl`` suffix)."""
-    out: dict[str, float] = {}
-    for convention, suffix in ((ERRORS_WRONG, ""), (ERRORS_EXCLUDED, "_excl")):
-        pairs_ = pairs(table, first_kind, second_kind, convention)
-        values = paired_statistics(pairs_, n_permutations, seed, ci_level)
-        out.update({f"{name}{suffix}": value for name, value in values.items()})
-        if convention == ERRORS_EXCLUDED:
-            out["n_excluded_pairs"] = float(pairs_.excluded)
-    return out
+def paired_metrics(table: pd.DataFrame, first_kind: str, second_kind: str, n_permutations: int, seed: int,
+                   ci_level: float) -> dict[str, float]:
+    """:func:`paired_statistics` over the answered pairs, and ``n_excluded_pairs``."""
+    pairs_ = pairs(table, first_kind, second_kind)
+    return {**paired_statistics(pairs_, n_permutations, seed, ci_level), "n_excluded_pairs": float(pairs_.excluded)}
 
 
 def strata_table(table: pd.DataFrame, first_kind: str, second_kind: str, strata: Sequence[str],
                  n_permutations: int, seed: int, ci_level: float) -> pd.DataFrame:
-    """The paired statistics (errors_wrong) per value of each stratum field."""
+    """The paired statistics (answered pairs) per value of each stratum field."""
     rows = []
     for name in strata:
         column = f"stratum.{name}"

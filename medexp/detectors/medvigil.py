@@ -428,7 +428,7 @@ def letter_preference(table: pd.DataFrame) -> pd.DataFrame:
          "chosen_share": 100.0 * chosen.get(letter, 0) / total, "gold_share": 100.0 * gold.get(letter, 0) / total,
          "excess": 100.0 * (chosen.get(letter, 0) - gold.get(letter, 0)) / total}
         for letter in letters
-    ])
+    ], columns=["letter", "chosen", "gold", "chosen_share", "gold_share", "excess"])  # no ok reply: no row
 
 
 def evaluate_medvigil(responses: pd.DataFrame, facts: pd.DataFrame, seed: int,

@@ -8,7 +8,8 @@ memorised the benchmark with its canonical option order loses accuracy when the 
 Metrics (paired over the examples with both arms, :mod:`medexp.detectors.answer_arms`): CR
 (accuracy on the original probes), PCR (on the shuffled ones), Delta = PCR - CR, Phi (right
 before and wrong after, over the examples), the discordant counts b and c, Wilson intervals
-(unit: probe), everything again with error rows excluded (``_excl``).
+(unit: probe). Only answered probes count: an error row (no reply) is neither right nor wrong, and a
+pair lacking an answer on either arm leaves the test (``n_excluded_pairs``).
 
 p-value: one-sided, "the canonical order is answered right more often than a shuffle". With one
 shuffle per example, the exact McNemar test on b and c. With several, the within-example
@@ -32,9 +33,9 @@ import pandas as pd
 
 from medexp.answers.table import Status
 from medexp.detectors.answer_arms import (
-    convention_metrics,
     joined,
     pair_frame,
+    paired_metrics,
     proportion_bars,
     skipped_metrics,
     skipped_table,
@@ -61,14 +62,16 @@ def option_order_detector(responses: pd.DataFrame, facts: pd.DataFrame, cfg, see
     """
     table = joined(responses, facts, (ORIGINAL, OPTION_SHUFFLE))
     test_seed = derive_seed(seed, "option_order", "relabel")
-    metrics = convention_metrics(table, ORIGINAL, OPTION_SHUFFLE, cfg.n_permutations, test_seed, cfg.ci_level)
+    metrics = paired_metrics(table, ORIGINAL, OPTION_SHUFFLE, cfg.n_permutations, test_seed, cfg.ci_level)
     if metrics["n_pairs"] == 0:
-        raise ValueError("option_order: no example has both an original and an option_shuffle probe")
+        raise ValueError("option_order: no example has both an original and an option_shuffle probe answered "
+                         f"({metrics['n_excluded_pairs']:.0f} pair(s) lack an answer)")
     for kind, name in ARMS:
         metrics.update(status_counts(table, kind, name))
     metrics.update(skipped_metrics(skipped))
     per_example = pair_frame(table, ORIGINAL, OPTION_SHUFFLE, cfg.strata)
-    originals = table[(table["kind"] == ORIGINAL) & table["example_id"].isin(per_example["example_id"])]
+    used = per_example.loc[per_example["paired"], "example_id"]
+    originals = table[(table["kind"] == ORIGINAL) & table["example_id"].isin(used)]
     letters = letter_table(table)
     shuffled = table[table["kind"] == OPTION_SHUFFLE]
     metrics.update({

@@ -6,7 +6,8 @@ that the answer changes. A model that reads the evidence does as well on the twi
 argue the twin set is no harder, often easier); a model that memorised the original answers keeps
 giving them and drops.
 
-Metrics, over the pairs with both probes (every row counts; an error or unparsed reply is wrong):
+Metrics, over the pairs whose two probes were answered (an unparsed reply is wrong; an error row
+is no answer, so its pair leaves every metric and is counted in ``n_excluded_pairs``):
 
 * ``acc_original``, ``acc_twin`` with Wilson intervals (unit: item), ``gap`` = acc_original -
   acc_twin (positive: a drop on the twins);
@@ -17,7 +18,8 @@ Metrics, over the pairs with both probes (every row counts; an error or unparsed
 * per-stratum accuracies, gaps and McNemar p-values (the ``strata`` table);
 * with ``reference_models`` (clean models asked the same probes): ``reference_gap.<name>``,
   their mean ``reference_gap``, and ``gap_difference`` = gap - reference_gap with its bootstrap
-  interval (unit: pair) and ``p_reference``. A twin set that is harder for every model gives every
+  interval (unit: pair) and ``p_reference``, over the model's pairs that every reference answered
+  too (``n_reference_excluded_pairs`` left out). A twin set that is harder for every model gives every
   model a gap; the difference removes the shared part. Its test is a paired sign-flip test over
   pairs: per pair, the model's outcome difference (original - twin) minus the references' mean;
   under the null that the model is no more sensitive to a pair's perturbation than a clean model,
@@ -82,8 +84,10 @@ def perturbation_gap_detector(responses: pd.DataFrame, facts: pd.DataFrame, cfg,
     table = joined(responses, facts, (ORIGINAL, PERTURBED_TWIN))
     model_pairs = pairs(table, ORIGINAL, PERTURBED_TWIN)
     if model_pairs.n == 0:
-        raise ValueError("perturbation_gap: no item has both an original and a perturbed_twin probe")
-    values = paired_statistics(model_pairs, cfg.n_permutations, seed, cfg.ci_level)
+        raise ValueError("perturbation_gap: no item has both an original and a perturbed_twin probe answered "
+                         f"({model_pairs.excluded} pair(s) lack an answer)")
+    values = {**paired_statistics(model_pairs, cfg.n_permutations, seed, cfg.ci_level),
+              "n_excluded_pairs": float(model_pairs.excluded)}
     metrics = {_ARM_NAMES.get(name, name): value for name, value in values.items() if name not in ("delta", "phi")}
     outcomes = _outcomes(model_pairs)
     gap = _bootstrap_mean_difference(outcomes, cfg, derive_seed(seed, "perturbation_gap", "bootstrap"))
@@ -141,20 +145,25 @@ def _against_references(model_pairs: Pairs, outcomes: np.ndarray, references: Ma
     Adds ``reference_gap`` (the references' mean per-pair difference) to ``per_pair``."""
     from medexp.stats.summaries import paired_mean_difference_test
 
-    model_difference = outcomes[:, 0] - outcomes[:, 1]
-    out, per_reference = {}, []
+    found = {}
     for name, responses in references.items():
         reference_pairs = pairs(joined(responses, facts, (ORIGINAL, PERTURBED_TWIN)), ORIGINAL, PERTURBED_TWIN)
-        found = dict(zip(reference_pairs.example_ids, _outcomes(reference_pairs)))
-        absent = [example for example in model_pairs.example_ids if example not in found]
-        if absent:
-            raise ValueError(f"reference model {name} did not answer both probes of {len(absent)} pair(s), "
-                             f"e.g. {absent[:3]}")
-        rows = np.array([found[example] for example in model_pairs.example_ids])
+        found[name] = dict(zip(reference_pairs.example_ids, _outcomes(reference_pairs)))
+    # Only the pairs every reference answered: a reference's missing answer is no gap of 0.
+    common = [index for index, example in enumerate(model_pairs.example_ids)
+              if all(example in outcomes_ for outcomes_ in found.values())]
+    if not common:
+        raise ValueError(f"perturbation_gap: no pair answered by the model was answered by every reference model "
+                         f"({sorted(found)})")
+    examples = [model_pairs.example_ids[index] for index in common]
+    model_difference = outcomes[common, 0] - outcomes[common, 1]
+    out, per_reference = {"n_reference_excluded_pairs": float(model_pairs.n - len(common))}, []
+    for name, outcomes_ in found.items():
+        rows = np.array([outcomes_[example] for example in examples])
         per_reference.append(rows[:, 0] - rows[:, 1])
         out[f"reference_gap.{name}"] = float(np.mean(per_reference[-1]))
     reference_difference = np.mean(per_reference, axis=0)
-    per_pair["reference_gap"] = per_pair["example_id"].map(dict(zip(model_pairs.example_ids, reference_difference)))
+    per_pair["reference_gap"] = per_pair["example_id"].map(dict(zip(examples, reference_difference)))
     interval = _bootstrap_mean_difference(np.column_stack([model_difference, reference_difference]), cfg,
                               derive_seed(seed, "perturbation_gap", "reference-bootstrap"))
     test = paired_mean_difference_test(model_difference, reference_difference, cfg.n_permutations,

@@ -8,9 +8,10 @@ slot in the released wording but not in a paraphrase of it has likely seen the r
 Correctness is the answer section's free-text judgment (normalised exact match by default, or
 ROUGE-L F1 over a threshold). Metrics, paired over the examples with both probes
 (:mod:`medexp.detectors.answer_arms`): CR (original), PCR (back-translated), Delta = PCR - CR,
-Phi, b and c, Wilson intervals, the ``_excl`` variants without error rows; and, whatever the
-judgment, exact match (``em_original``, ``em_back``) and mean ROUGE-L F1 (``rouge_original``,
-``rouge_back``, ``delta_rouge``; error and unparsed replies score 0). ``n_skipped`` counts the
+Phi, b and c, Wilson intervals; and, whatever the judgment, exact match (``em_original``,
+``em_back``) and mean ROUGE-L F1 (``rouge_original``, ``rouge_back``, ``delta_rouge``; an
+unparsed reply scores 0). Only answered probes count: an error row (no reply) is neither right nor
+wrong, and a pair lacking an answer on either arm leaves every metric (``n_excluded_pairs``). ``n_skipped`` counts the
 examples that gave no probe (no keyword shared by the two texts, an unchanged back-translation).
 
 p-value: the exact one-sided McNemar test on b and c (the original wording is filled right more
@@ -28,9 +29,9 @@ import pandas as pd
 from medexp.answers.parse import exact_match, rouge_l
 from medexp.answers.table import Status
 from medexp.detectors.answer_arms import (
-    convention_metrics,
     joined,
     pair_frame,
+    paired_metrics,
     proportion_bars,
     skipped_metrics,
     skipped_table,
@@ -53,11 +54,13 @@ def slot_guess_detector(responses: pd.DataFrame, facts: pd.DataFrame, cfg, seed:
                       for is_ok, reply, gold in zip(ok, table["response"], table["gold"])]
     table["rouge_l"] = [rouge_l(str(reply), gold, digits) if is_ok else 0.0
                         for is_ok, reply, gold in zip(ok, table["response"], table["gold"])]
-    metrics = convention_metrics(table, SLOT_MASK, BACK_TRANSLATION, 1, seed, cfg.ci_level)
+    metrics = paired_metrics(table, SLOT_MASK, BACK_TRANSLATION, 1, seed, cfg.ci_level)
     if metrics["n_pairs"] == 0:
-        raise ValueError("slot_guess: no example has both a slot_mask and a back_translation probe")
+        raise ValueError("slot_guess: no example has both a slot_mask and a back_translation probe answered "
+                         f"({metrics['n_excluded_pairs']:.0f} pair(s) lack an answer)")
     per_example = pair_frame(table, SLOT_MASK, BACK_TRANSLATION, cfg.strata)
-    paired = table[table["example_id"].isin(per_example["example_id"])]
+    used = per_example.loc[per_example["paired"], "example_id"]
+    paired = table[table["example_id"].isin(used) & (table["status"] != Status.error.value)]
     for kind, name in ARMS:
         metrics.update(status_counts(table, kind, name))
         arm = paired[paired["kind"] == kind]
@@ -73,11 +76,11 @@ def slot_guess_detector(responses: pd.DataFrame, facts: pd.DataFrame, cfg, seed:
     })
     words = paired.pivot_table(index="example_id", columns="kind", values="correct", aggfunc="first")
     per_example = per_example.merge(
-        paired[paired["kind"] == SLOT_MASK][["example_id", "masked_word", "gold"]], on="example_id", how="left")
+        table[table["kind"] == SLOT_MASK][["example_id", "masked_word", "gold"]], on="example_id", how="left")
     tables = {
         "per_probe": table.drop(columns=["options"]),
         "strata": strata_table(table, SLOT_MASK, BACK_TRANSLATION, cfg.strata, 1, seed, cfg.ci_level),
-        "masked_words": _word_table(per_example, words),
+        "masked_words": _word_table(per_example[per_example["paired"]], words),
         "skipped": skipped_table(skipped),
     }
     return DetectorResult(metrics, per_example, "per_example", {"slot_guess": _figure(metrics)}, tables)

@@ -11,8 +11,10 @@ Metrics: ``acc_text_only`` (right without the image; errors and unparsed replies
 option), ``chance_rate`` (mean chance rate of the probes, below), ``acc_image`` (the same
 examples with the image) and the paired comparison of the two arms: b (right with the image
 only), c (right without it only), ``image_delta`` = acc_text_only - acc_image and
-``p_image_gain``, the one-sided exact McNemar p that the image helps. ``_excl``: error rows left
-out.
+``p_image_gain``, the one-sided exact McNemar p that the image helps. Only answered probes count:
+an error row (no reply) is neither right nor wrong nor a refusal; the accuracies, the test and its
+chance rate are over the answered text-only probes (``n_text_only``), the paired comparison over
+the examples answered in both arms.
 
 p-value: the exact one-sided test that more text-only probes are right than chance would give,
 each probe with its own chance rate (Poisson-binomial tail; the binomial test when every rate is
@@ -43,9 +45,9 @@ import pandas as pd
 from medexp.answers.table import Status
 from medexp.config.schemas.mmdetect import ChanceModel
 from medexp.detectors.answer_arms import (
-    convention_metrics,
     joined,
     pair_frame,
+    paired_metrics,
     proportion_bars,
     skipped_metrics,
     skipped_table,
@@ -66,22 +68,16 @@ def text_only_detector(responses: pd.DataFrame, facts: pd.DataFrame, cfg, seed: 
     text = table[table["kind"] == TEXT_ONLY].copy()
     text["chance"], groups = chance_rates(text, ChanceModel(cfg.chance), list(cfg.prior_by), int(cfg.min_prior_group))
     text["refused"] = (text["status"] == Status.ok.value) & (text["choice"] == text["refusal"])
-    metrics = _chance_metrics(text, cfg.ci_level)
-    excluded = text[text["status"] != Status.error.value]
-    excl = _chance_metrics(excluded, cfg.ci_level)
-    metrics.update({f"{name}_excl": value for name, value in excl.items()
-                    if name in ("acc_text_only", "p_value", "chance_rate", "idk_rate", "n_text_only")})
-    paired = convention_metrics(table, ORIGINAL, TEXT_ONLY, 1, seed, cfg.ci_level)
-    for suffix in ("", "_excl"):
-        metrics.update({
-            f"acc_image{suffix}": paired[f"cr{suffix}"],
-            f"image_delta{suffix}": paired[f"delta{suffix}"],
-            f"image_b{suffix}": paired[f"b{suffix}"],
-            f"image_c{suffix}": paired[f"c{suffix}"],
-            f"p_image_gain{suffix}": paired[f"p_value{suffix}"],
-            f"n_pairs{suffix}": paired[f"n_pairs{suffix}"],
-        })
-    metrics.update({"acc_image_ci_low": paired["cr_ci_low"], "acc_image_ci_high": paired["cr_ci_high"]})
+    answered = text[text["status"] != Status.error.value]
+    if answered.empty:
+        raise ValueError(f"text_only: none of the {len(text)} text-only probes was answered")
+    metrics = _chance_metrics(answered, cfg.ci_level)
+    paired = paired_metrics(table, ORIGINAL, TEXT_ONLY, 1, seed, cfg.ci_level)
+    metrics.update({
+        "acc_image": paired["cr"], "image_delta": paired["delta"], "image_b": paired["b"], "image_c": paired["c"],
+        "p_image_gain": paired["p_value"], "n_pairs": paired["n_pairs"], "n_excluded_pairs": paired["n_excluded_pairs"],
+        "acc_image_ci_low": paired["cr_ci_low"], "acc_image_ci_high": paired["cr_ci_high"],
+    })
     for kind, name in ((ORIGINAL, "image"), (TEXT_ONLY, "text_only")):
         metrics.update(status_counts(table, kind, name))
     metrics.update(skipped_metrics(skipped))
@@ -98,7 +94,7 @@ def text_only_detector(responses: pd.DataFrame, facts: pd.DataFrame, cfg, seed: 
     per_example = per_example.merge(text[["example_id", "chance", "refused"]], on="example_id", how="left")
     tables = {
         "per_probe": table.drop(columns=["options"]),
-        "strata": _strata(text, cfg.strata, cfg.ci_level),
+        "strata": _strata(answered, cfg.strata, cfg.ci_level),
         "chance_groups": groups,
         "skipped": skipped_table(skipped),
     }
@@ -145,8 +141,8 @@ def chance_rates(text: pd.DataFrame, model: ChanceModel, prior_by: Sequence[str]
 def _chance_metrics(text: pd.DataFrame, ci_level: float) -> dict[str, float]:
     nan = float("nan")
     n = len(text)
-    if n == 0:
-        return {"acc_text_only": nan, "p_value": 1.0, "chance_rate": nan, "idk_rate": nan, "n_text_only": 0.0,
+    if n == 0:  # no answer to test: no p-value
+        return {"acc_text_only": nan, "p_value": nan, "chance_rate": nan, "idk_rate": nan, "n_text_only": 0.0,
                 "acc_text_only_ci_low": nan, "acc_text_only_ci_high": nan, "idk_rate_ci_low": nan,
                 "idk_rate_ci_high": nan, "acc_answered": nan, "expected_right": 0.0}
     correct = text["correct"].to_numpy(dtype=bool)

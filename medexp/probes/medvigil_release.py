@@ -34,6 +34,7 @@ from pathlib import Path
 
 from medexp.benchmarks.base import Benchmark
 from medexp.benchmarks.images import image_problem
+from medexp.benchmarks.records import check_inside
 from medexp.benchmarks.medvigil import (
     MANIFEST,
     MANIFEST_COLUMNS,
@@ -64,8 +65,10 @@ PROBE_COLUMNS = ("probe_id", "case_id", "probe_kind", "question", *CHOICE_COLUMN
                  "expected_behavior", "image_file")
 
 
-def read_release_probes(benchmark: Benchmark, root: Path) -> ProbeSet:
-    """The release's probes for the cases of ``benchmark`` (loaded with format medvigil), in file order."""
+def read_release_probes(benchmark: Benchmark, root: Path, allow_outside_root: bool = False) -> ProbeSet:
+    """The release's probes for the cases of ``benchmark`` (loaded with format medvigil), in file
+    order. Every ``image_file`` must resolve inside ``root`` (symlinks included) unless
+    ``allow_outside_root``: a probe file naming ``../`` or an absolute path is refused with its line."""
     root = Path(root)
     loaded = {example.meta.get("case_id"): example for example in benchmark.examples}
     skipped_cases = {skip.example_id.rsplit("::", 1)[-1]: skip.reason for skip in benchmark.skipped if skip.example_id}
@@ -96,6 +99,8 @@ def read_release_probes(benchmark: Benchmark, root: Path) -> ProbeSet:
             continue
         image = resolve_image(root, row["image_file"])
         if image is not None:
+            if not allow_outside_root:
+                check_inside(root, image, where)
             if image not in problems:
                 problems[image] = image_problem(image)
             if problems[image]:

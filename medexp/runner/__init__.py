@@ -52,6 +52,7 @@ def run_cell(cfg: DictConfig, parent_run_id: str | None = None, tracker=None) ->
     ``cfg.tracking`` already open (a sweep cell has one); by default one is opened here.
     A signal (SIGINT, SIGTERM, SIGHUP) ends the run KILLED and is raised again.
     """
+    from medexp.answers.coverage import TooFewAnswers
     from medexp.config.ranges import validate
     from medexp.runner.evaluate import check_cell
     from medexp.tracking import Tracker
@@ -74,7 +75,7 @@ def run_cell(cfg: DictConfig, parent_run_id: str | None = None, tracker=None) ->
         except Exception as error:  # recorded as the cell's FAILED run below
             load_error = error
         if inputs is not None and not cfg.force:
-            done = tracker.find_finished(cell.key, fingerprint, inputs.inputs_hash)
+            done = _reusable(tracker.find_finished(cell.key, fingerprint, inputs.inputs_hash), cell)
             if done is not None:
                 return CellOutcome(cell.key, done.run_id, "CACHED", done.metrics)
         tags = {
@@ -110,12 +111,24 @@ def run_cell(cfg: DictConfig, parent_run_id: str | None = None, tracker=None) ->
             if interrupted is not None:
                 tracker.kill(run_id, f"interrupted by {interrupted}", interrupted)
                 raise
+            if isinstance(error, TooFewAnswers):  # no verdict, but the counts of what was and was not answered
+                tracker.log_metrics(run_id, error.metrics)
+                tracker.set_tags(run_id, {"medexp.warnings": str(error)})
             tracker.fail(run_id, error)
             if not isinstance(error, Exception):
                 raise
             log.exception("cell %s failed", cell.key)  # one cell's failure never stops a sweep
             return CellOutcome(cell.key, run_id, "FAILED", {}, f"{type(error).__name__}: {error}")
     return CellOutcome(cell.key, run_id, "FINISHED", metrics, warnings=tuple(warnings))
+
+
+def _reusable(done, cell: Cell):
+    """A tracked finished run, unless probes of it got no answer: its rerun asks them again."""
+    if done is not None and done.metrics.get("n_errors", 0.0) > 0:
+        log.info("cell %s: run %s left %d probe(s) without an answer; computing the cell again (only those "
+                 "probes are asked)", cell.key, done.run_id, int(done.metrics["n_errors"]))
+        return None
+    return done
 
 
 def _compute(cfg: DictConfig, cell: Cell, inputs) -> tuple[dict[str, float], dict[str, object], list[str]]:

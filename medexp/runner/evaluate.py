@@ -28,6 +28,9 @@ SCORE_NEUTRAL_MODEL_KEYS = (
     "name", "device", "device_map", "batch_size", "token_budget", "independent",
     # black-box transport settings: they change how a server is asked, never what it answers
     "api_key_env", "max_concurrency", "max_retries", "request_timeout", "retry_backoff", "retry_backoff_max",
+    "retry_after_max", "preflight",
+    # how an imported file is read: imported answers are read from their file every time, never cached
+    "reply_fields", "status_map",
 )
 
 

@@ -24,7 +24,7 @@ from typing import Any, Mapping
 from medexp.config.schemas import MedvigilConfig, ModelFamily
 from medexp.detectors.base import DetectorResult
 from medexp.runner.evaluate import CellContext, evaluator
-from medexp.runner.mmdetect_evaluators import answers, probe_seed, require_probes
+from medexp.runner.mmdetect_evaluators import answers, gated, probe_seed, require_probes, with_answer_counts
 
 PROBE_IMAGE_STORE = "probe_images"  # under the cache: derived probe images, content-addressed
 
@@ -39,8 +39,9 @@ def _medvigil(ctx: CellContext) -> DetectorResult:
                                                  ctx.cfg.model.responses_no_image_path)
     require_probes(ctx, probe_set)
     responses = answers(ctx, probe_set.probes, probe_set.skipped)
+    counts = gated(ctx, responses)
     evaluated = evaluate_medvigil(responses, probe_facts(probe_set.probes), ctx.seed, ctx.cfg.detector.n_resamples)
-    return medvigil_result(evaluated, str(ctx.cfg.model.name), probe_set.skipped)
+    return with_answer_counts(medvigil_result(evaluated, str(ctx.cfg.model.name), probe_set.skipped), counts)
 
 
 def medvigil_probe_set(ctx: CellContext):
@@ -62,7 +63,7 @@ def medvigil_probe_set(ctx: CellContext):
         )
 
         root = dataset_root(ctx.cfg.bench, ctx.cache_dir, list(HUB_FILES))
-        probe_set = read_release_probes(ctx.benchmark, root)
+        probe_set = read_release_probes(ctx.benchmark, root, bool(ctx.cfg.bench.allow_outside_root))
         # A control may have chosen a subset of the cases: only theirs are asked, the others' probes
         # are skipped (by release id, so an imported harness file's lines for them are set aside).
         chosen = {example.example_id for example in ctx.examples}

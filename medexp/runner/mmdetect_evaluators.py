@@ -30,6 +30,23 @@ def answers(ctx: CellContext, probes, skipped=()):
                          [probe_id for probe_id, _ in skipped])
 
 
+def gated(ctx: CellContext, responses, who: str | None = None) -> tuple[dict[str, float], list[str]]:
+    """The answer metrics and warnings of a response table that holds enough answers for a
+    verdict (``detector.answer.min_answered``), or :class:`~medexp.answers.coverage.TooFewAnswers`."""
+    from medexp.answers.coverage import require_answered
+
+    return require_answered(responses, float(ctx.cfg.detector.answer.min_answered),
+                            who or f"model={ctx.cfg.model.name}")
+
+
+def with_answer_counts(result: DetectorResult, counts: tuple[dict[str, float], list[str]]) -> DetectorResult:
+    """``result`` with the answer metrics and warnings of :func:`gated` added."""
+    metrics, warnings = counts
+    result.metrics.update(metrics)
+    result.warnings.extend(warnings)
+    return result
+
+
 def require_probes(ctx: CellContext, probe_set) -> None:
     """Refuse a cell whose probe set is empty, naming why each probe was skipped."""
     if not probe_set.probes:
@@ -45,8 +62,9 @@ def _run(ctx: CellContext, probe_set, detector, fact_fields=None) -> DetectorRes
 
     require_probes(ctx, probe_set)
     responses = answers(ctx, probe_set.probes, probe_set.skipped)
+    counts = gated(ctx, responses)
     facts = probe_facts(probe_set.probes, list(fact_fields or ctx.cfg.detector.strata))
-    return detector(responses, facts, ctx.cfg.detector, ctx.seed, probe_set.skipped)
+    return with_answer_counts(detector(responses, facts, ctx.cfg.detector, ctx.seed, probe_set.skipped), counts)
 
 
 @evaluator(OptionOrderConfig)

@@ -11,7 +11,7 @@ import logging
 from medexp.config.schemas import PerturbationGapConfig
 from medexp.detectors.base import DetectorResult
 from medexp.runner.evaluate import CellContext, evaluator, model_cache_key
-from medexp.runner.mmdetect_evaluators import answers
+from medexp.runner.mmdetect_evaluators import answers, gated, with_answer_counts
 
 log = logging.getLogger("medexp")
 
@@ -31,12 +31,21 @@ def _perturbation_gap(ctx: CellContext) -> DetectorResult:
         raise ValueError(f"detector=perturbation_gap: no pair of bench={bench.name} could be asked "
                          f"(skipped: {probe_set.skip_counts()})")
     detector = ctx.cfg.detector
-    references = {str(name): _reference_answers(ctx, str(name), probe_set.probes)
-                  for name in detector.reference_models if str(name) != str(ctx.cfg.model.name)}
-    return perturbation_gap_detector(
-        answers(ctx, probe_set.probes), probe_facts(probe_set.probes, list(detector.strata)), detector, ctx.seed,
+    responses = answers(ctx, probe_set.probes)
+    metrics, warnings = gated(ctx, responses)
+    references = {}
+    for name in detector.reference_models:
+        if str(name) == str(ctx.cfg.model.name):
+            continue
+        references[str(name)] = _reference_answers(ctx, str(name), probe_set.probes)
+        counts, cautions = gated(ctx, references[str(name)], f"reference model={name}")
+        metrics.update({f"reference.{name}.{key}": value for key, value in counts.items()})
+        warnings += cautions
+    result = perturbation_gap_detector(
+        responses, probe_facts(probe_set.probes, list(detector.strata)), detector, ctx.seed,
         probe_set.skipped, pairing.unpaired,
         {original.example_id: twin.example_id for original, twin in pairing.pairs}, references)
+    return with_answer_counts(result, (metrics, warnings))
 
 
 def _reference_answers(ctx: CellContext, name: str, probes):

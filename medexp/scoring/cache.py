@@ -33,16 +33,25 @@ class ScoreCache:
         desc: str = "scoring",
         rows_per_item: int = 1,
         refuse: Callable[[pd.DataFrame], str | None] | None = None,
+        redo: Callable[[pd.DataFrame, int, int], pd.DataFrame] | None = None,
     ) -> pd.DataFrame:
         """The cached table, computing (only) the missing or invalid shards of ``item_ids``.
 
         ``refuse(shard)`` may name a reason a shard stored by an earlier run must be computed
-        again (e.g. it holds transient API errors); None accepts it. A shard computed by this call
-        is kept whatever it holds: asking again at once would give the same answer."""
+        again (e.g. it holds transient API errors); None accepts it. ``redo(shard, start, stop)``
+        then makes the new shard from the refused one (e.g. computing its failed rows only);
+        without it the shard is computed whole. A shard computed by this call is kept whatever it
+        holds: asking again at once would give the same answer."""
         fresh: set[str] = set()  # the first item of each shard computed by this call
+        refused: dict[str, pd.DataFrame] = {}  # first item -> a shard refuse() turned down
 
         def write(start: int, stop: int, path: Path) -> None:
-            compute(start, stop).to_parquet(path, index=False)
+            previous = refused.pop(str(item_ids[start]), None)
+            if previous is not None and redo is not None:
+                table = redo(previous, start, stop)
+            else:
+                table = compute(start, stop)
+            table.to_parquet(path, index=False)
             fresh.add(str(item_ids[start]))
 
         def read(path: Path, ids: list[str]) -> pd.DataFrame:
@@ -52,6 +61,7 @@ class ScoreCache:
                 raise InvalidShard(f"its {id_column!r} column does not list the shard's items in order")
             problem = refuse(shard) if refuse is not None and str(ids[0]) not in fresh else None
             if problem:
+                refused[str(ids[0])] = shard
                 raise InvalidShard(problem)
             return shard
 

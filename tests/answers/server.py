@@ -12,7 +12,14 @@ It binds 127.0.0.1 on a free port and serves ``POST /v1/chat/completions`` from 
   requests in flight is tracked (``max_in_flight``); ``latency`` holds each request open a while
   so that concurrency is observable;
 - ``echo_temperature``: None (like OpenAI, vLLM and TGI: no temperature in the response), True
-  (echo the request's), or a number (report that temperature, as a server overriding it would).
+  (echo the request's), or a number (report that temperature, as a server overriding it would);
+- ``fault_rule(prompt, body)``: a Fault (or None) for any request, e.g. HTTP 503 on one arm of a
+  comparison, or every request (a server that is down behind a proxy);
+- ``payload``: a Fault's JSON body sent as given (a 200 reply of a malformed shape);
+- ``models``: the ids ``GET /v1/models`` lists (None: the route answers 404, as some servers do);
+- ``api_key``: when set, a request without ``Authorization: Bearer <api_key>`` gets HTTP 401 with
+  OpenAI's message, which echoes part of the key it was sent;
+- ``echo_headers``: reply with the request's headers as the answer text (a server that leaks).
 
 Usage: ``with ChatServer(answer=rule) as server: ... server.base_url ...`` or the ``chat_server``
 fixture of ``tests/answers/conftest.py``.
@@ -56,6 +63,7 @@ class Fault:
     retry_after: Optional[str] = None  # the Retry-After header, when set
     stall: float = 0.0  # seconds to wait before answering normally (longer than the client's timeout: a timeout)
     body: Optional[str] = None  # a raw body sent with ``status`` instead of an error object (status 200: malformed)
+    payload: Optional[Any] = None  # a JSON body sent with ``status`` as given (a reply of a malformed shape)
 
 
 def prompt_text(body: dict) -> str:
@@ -68,10 +76,17 @@ def prompt_text(body: dict) -> str:
 
 class ChatServer:
     def __init__(self, answer: Callable[[str, dict], str] = lambda prompt, body: "A", latency: float = 0.0,
-                 echo_temperature: Union[None, bool, float] = None):
+                 echo_temperature: Union[None, bool, float] = None,
+                 fault_rule: Optional[Callable[[str, dict], Optional[Fault]]] = None,
+                 models: Optional[list[str]] = None, api_key: Optional[str] = None, echo_headers: bool = False):
         self.answer = answer
         self.latency = latency
         self.echo_temperature = echo_temperature
+        self.fault_rule = fault_rule
+        self.models = models
+        self.api_key = api_key
+        self.echo_headers = echo_headers
+        self.model_list_requests = 0
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.times: list[float] = []  # time.monotonic() at each request's arrival
@@ -143,6 +158,26 @@ class ChatServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
 
+            def _refused_key(self) -> bool:
+                sent = self.headers.get("Authorization", "")
+                if server.api_key is None or sent == f"Bearer {server.api_key}":
+                    return False
+                shown = sent.removeprefix("Bearer ")
+                self._send(401, {"error": {"message": f"Incorrect API key provided: {shown[:3]}***{shown[-4:]}. You "
+                                                      "can find your API key at https://example.invalid/api-keys.",
+                                           "type": "invalid_request_error", "code": "invalid_api_key"}})
+                return True
+
+            def do_GET(self) -> None:
+                with server._lock:
+                    server.model_list_requests += 1
+                if self.path != "/v1/models" or server.models is None:
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+                    return
+                if not self._refused_key():
+                    self._send(200, {"object": "list", "data": [{"id": name, "object": "model"}
+                                                                for name in server.models]})
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length))
@@ -152,22 +187,27 @@ class ChatServer:
                 server._enter(body, dict(self.headers))
                 try:
                     time.sleep(server.latency)
+                    if self._refused_key():
+                        return
                     prompt = prompt_text(body)
                     fault = server._next_fault(prompt)
+                    if fault is None and server.fault_rule is not None:
+                        fault = server.fault_rule(prompt, body)
                     if fault is not None and fault.stall:
                         time.sleep(fault.stall)
                     elif fault is not None:
                         extra = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
-                        message = fault.body if fault.body is not None else {
-                            "error": {"message": f"scripted failure {fault.status}"}}
+                        message = fault.payload if fault.payload is not None else fault.body if fault.body is not None \
+                            else {"error": {"message": f"scripted failure {fault.status}"}}
                         self._send(fault.status, message, extra)
                         return
+                    text = json.dumps(dict(self.headers)) if server.echo_headers else server.answer(prompt, body)
                     payload = {
                         "id": f"chatcmpl-{len(server.requests)}",
                         "object": "chat.completion",
                         "created": 0,
                         "model": body.get("model"),
-                        "choices": [{"index": 0, "message": {"role": "assistant", "content": server.answer(prompt, body)},
+                        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                                      "finish_reason": "stop"}],
                         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
                     }

@@ -1,4 +1,5 @@
-"""Response tables through the verified shard cache: reuse, error rows asked again, content keys."""
+"""Response tables through the verified shard cache: reuse, only the probes without an answer asked
+again, content keys."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ class Answerer:
         for probe in chunk:
             self.asked.append(probe.example_id)
             if probe.example_id in self.failing:
-                rows.append(response_row(probe, "", None, Status.error, error="HTTP 503"))
+                rows.append(response_row(probe, "", None, Status.error, error="HTTP 503", cause="http_5xx"))
             else:
                 rows.append(response_row(probe, "B", "B", Status.ok, option_logliks=[-2.0, -0.5, -3.0, -4.0]))
         return response_table(rows, [probe.probe_id for probe in chunk])
@@ -32,28 +33,31 @@ class Answerer:
 def test_cached_responses_are_reused_with_their_types(tmp_path):
     probes = _probes(tmp_path)
     answerer = Answerer()
-    first = cached_answers({"model": "m"}, probes, tmp_path / "cache", answerer, retry_errors=True, desc="t")
-    again = cached_answers({"model": "m"}, probes, tmp_path / "cache", answerer, retry_errors=True, desc="t")
+    first = cached_answers({"model": "m"}, probes, tmp_path / "cache", answerer, desc="t")
+    again = cached_answers({"model": "m"}, probes, tmp_path / "cache", answerer, desc="t")
     assert answerer.asked == [f"ex{k}" for k in range(5)]  # asked once
     assert again["correct"].tolist() == [True] * 5 and again["correct"].dtype == bool
     assert list(again["option_logliks"][0]) == [-2.0, -0.5, -3.0, -4.0]
     assert again["error"].tolist() == [None] * 5 and first["probe_id"].tolist() == again["probe_id"].tolist()
 
 
-def test_error_rows_are_asked_again_only_when_told(tmp_path):
+def test_only_the_probes_without_an_answer_are_asked_again(tmp_path, monkeypatch):
+    import medexp.answers.cache as cache
+
+    monkeypatch.setattr(cache, "PROBE_SHARD", 3)  # two shards: ex0..ex2, ex3..ex4
     probes = _probes(tmp_path)
-    flaky = Answerer(failing={"ex3"})
-    first = cached_answers({"model": "m"}, probes, tmp_path / "cache", flaky, retry_errors=True, desc="t")
-    assert first["status"].tolist().count(Status.error.value) == 1
+    flaky = Answerer(failing={"ex1", "ex3"})
+    first = cached_answers({"model": "m"}, probes, tmp_path / "cache", flaky, desc="t")
+    assert first["status"].tolist().count(Status.error.value) == 2
+    assert first.loc[first["status"] == "error", "error_cause"].tolist() == ["http_5xx"] * 2
     recovered = Answerer()
-    second = cached_answers({"model": "m"}, probes, tmp_path / "cache", recovered, retry_errors=True, desc="t")
-    assert recovered.asked == [f"ex{k}" for k in range(5)]  # the shard holding the error is asked again
-    assert (second["status"] == Status.ok.value).all()
-    # A white-box model's error is deterministic: kept, not recomputed.
-    kept = Answerer()
-    cached_answers({"model": "w"}, probes, tmp_path / "cache2", Answerer(failing={"ex3"}), retry_errors=False, desc="t")
-    cached_answers({"model": "w"}, probes, tmp_path / "cache2", kept, retry_errors=False, desc="t")
-    assert kept.asked == []
+    second = cached_answers({"model": "m"}, probes, tmp_path / "cache", recovered, desc="t")
+    assert recovered.asked == ["ex1", "ex3"]  # exactly the failed probes, not their shards
+    assert (second["status"] == Status.ok.value).all() and second["probe_id"].tolist() == first["probe_id"].tolist()
+    assert list(second["option_logliks"][1]) == [-2.0, -0.5, -3.0, -4.0]
+    again = Answerer()
+    third = cached_answers({"model": "m"}, probes, tmp_path / "cache", again, desc="t")
+    assert again.asked == [] and third.equals(second)  # now every probe has its answer
 
 
 def test_a_replaced_image_is_another_probe_set(tmp_path):

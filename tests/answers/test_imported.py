@@ -60,7 +60,8 @@ def test_a_medvigil_harness_file_imports(tmp_path, answer_cfg, caplog):
     table = import_responses(path, cell_probes, answer_cfg)
     assert list(table["status"]) == ["ok", "unparsed", "error", "unparsed"]
     assert list(table["correct"]) == [True, False, False, False]
-    assert table.iloc[2]["error"] == "error: Error code: 429 - rate limit exceeded"
+    assert table.iloc[2]["error"] == f"{path}:3: Error code: 429 - rate limit exceeded"
+    assert table.iloc[2]["error_cause"] == "rate_limited"
     assert table.iloc[1]["response"] == "A mass is seen; B is unlikely"  # raw text kept, its letter overruled
     assert "strict parser read the raw reply differently" in caplog.text
 
@@ -75,7 +76,9 @@ def test_letter_only_rows_are_used_when_there_is_no_raw_reply(tmp_path, answer_c
     table = import_responses(path, probes(), answer_cfg)
     assert list(table["status"]) == ["ok", "unparsed", "error", "error"]
     assert list(table["choice"]) == ["A", None, None, None] and list(table["response"])[:2] == ["a", "F"]
-    assert list(table["error"])[2:] == ["imported status 'timeout' with no response", "HTTP 500 after 3 retries"]
+    assert list(table["error"])[2:] == [f"{path}:3: the harness recorded status 'timeout'",
+                                        f"{path}:4: HTTP 500 after 3 retries"]
+    assert list(table["error_cause"]) == [None, None, "timeout", "http_5xx"]
 
 
 def test_free_text_probes_import(tmp_path, answer_cfg):
@@ -92,17 +95,73 @@ def test_free_text_probes_import(tmp_path, answer_cfg):
     (['{"probe_id": "case0::original", "response": "A"}', '{"probe_id": "case1::original", "response": "B"}',
       '{"probe_id": "case0::original", "response": "C"}'],
      r"answers.jsonl:3: probe 'case0::original' is answered twice \(first on line 1\)"),
-    (['{"probe_id": "case0::original", "response": "A"', ], r"answers.jsonl:1: not a JSON object"),
-    (['["case0::original", "A"]'], r"answers.jsonl:1: expected a JSON object, got list"),
-    (['{"response": "A"}'], r"answers.jsonl:1: no probe_id"),
-    (['{"probe_id": "case0::original", "response": 3}'], r"answers.jsonl:1: 'response' must be a string or null"),
     (['{"probe_id": "case1::original", "response": "B", "correct_letter": "C"}'],
      r"answers.jsonl:1: correct_letter 'C' but probe case1::original has gold 'B'"),
+    (['{"probe_id": "case0::original", "response": "A"', '["case0::original", "A"]'],
+     r"answers.jsonl: no usable line, 2 bad line\(s\).*answers.jsonl:1: not JSON"),
+    (['{"probe_id": "case0::original", "output": "A"}'], r"answers.jsonl: no reply field: its lines have "
+                                                          r"\['output', 'probe_id'\].*model.reply_fields"),
 ])
-def test_bad_files_are_refused_with_file_and_line(tmp_path, answer_cfg, lines, message):
+def test_files_that_are_not_this_cells_are_refused_with_file_and_line(tmp_path, answer_cfg, lines, message):
     path = write_jsonl(tmp_path / "answers.jsonl", lines)
     with pytest.raises(ValueError, match=message):
         import_responses(path, probes(), answer_cfg)
+
+
+def test_bad_lines_are_skipped_counted_and_named(tmp_path, answer_cfg, caplog):
+    path = tmp_path / "answers.jsonl"
+    path.write_bytes(b'{"probe_id": "case0::original", "response": "A"}\n'
+                     b'{"probe_id": "case1::original", "response": "B"\n'  # truncated
+                     b'["case2::original", "C"]\n'
+                     b'{"response": "D"}\n'
+                     b'{"probe_id": "case2::original", "response": ["C"]}\n'  # wrong type: its probe is named
+                     b'{"probe_id": "case3::original", "response": "\xe9D"}\n')  # Latin-1, not UTF-8
+    table = import_responses(path, probes(), answer_cfg)
+    assert list(table["status"]) == ["ok", "error", "error", "error"]
+    assert list(table["error_cause"]) == [None, "not_imported", "malformed", "not_imported"]
+    assert table.iloc[2]["error"].startswith(f"{path}:5: wrong field type")
+    assert "5 bad line(s) skipped (not JSON 1, not a JSON object 1, no probe_id 1, not UTF-8 1, wrong field type 1)" \
+        in caplog.text or "5 bad line(s) skipped" in caplog.text
+    assert f"{path}:2: not JSON" in caplog.text
+
+
+def test_statuses_are_mapped_explicitly(tmp_path, answer_cfg):
+    lines = [{"probe_id": f"case{index}::original", "response": "ABCD"[index % 4], "status": status}
+             for index, status in enumerate(["failed", "Success", "content_filter", "bogus", "done", "flaky"])]
+    path = write_jsonl(tmp_path / "answers.jsonl", lines)
+    table = import_responses(path, probes(6), answer_cfg, status_map={"flaky": "http_5xx"})
+    assert list(table["status"]) == ["error", "ok", "error", "error", "ok", "error"]
+    assert list(table["error_cause"]) == ["other", None, "refused", "malformed", None, "http_5xx"]
+    assert table.iloc[0]["response"] == "A" and not table.iloc[0]["correct"]  # a failed line's reply is no answer
+    assert table.iloc[2]["response"] == "C"  # a refusal keeps its text
+    assert "unknown status" in table.iloc[3]["error"] and f"{path}:4" in table.iloc[3]["error"]
+
+
+@pytest.mark.parametrize(("field", "extra"), [("response", {}), ("model_answer", {"model_letter": "D"}),
+                                              ("prediction", {"answer": "D"}), ("answer", {})])
+def test_the_reply_field_of_each_harness(tmp_path, answer_cfg, field, extra):
+    path = write_jsonl(tmp_path / "answers.jsonl", [{"probe_id": f"case{index}::original", field: "ABCD"[index],
+                                                     **extra} for index in range(4)])
+    table = import_responses(path, probes(), answer_cfg)
+    assert list(table["choice"]) == list("ABCD") and table["correct"].all()
+
+
+def test_the_reply_field_is_chosen_once_per_file(tmp_path, answer_cfg):
+    # VLMEvalKit's `answer` is the gold: a line without `prediction` is bad, never read from `answer`
+    path = write_jsonl(tmp_path / "answers.jsonl", [{"probe_id": "case0::original", "prediction": "A", "answer": "A"},
+                                                    {"probe_id": "case1::original", "answer": "B"}])
+    table = import_responses(path, probes(2), answer_cfg)
+    assert list(table["status"]) == ["ok", "error"] and table.iloc[1]["error_cause"] == "malformed"
+    assert "no reply field" in table.iloc[1]["error"]
+
+
+def test_a_byte_order_mark_is_read_as_every_reader_reads_it(tmp_path, answer_cfg):
+    path = tmp_path / "answers.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"probe_id": "case0::original", "response": "A"}).encode() + b"\n")
+    assert list(import_responses(path, probes(1), answer_cfg)["correct"]) == [True]
+    from medexp.answers.imported import imported_probe_ids
+
+    assert imported_probe_ids(path) == {"case0::original"}
 
 
 def test_lines_for_skipped_probes_are_set_aside_and_unknown_ones_refused(tmp_path, answer_cfg, caplog):

@@ -135,6 +135,8 @@ def test_a_retry_after_http_date_is_honoured():
     assert _retry_after("2") == 2.0 and _retry_after(None) is None and _retry_after("soon") is None
     assert 8 < _retry_after(formatdate(time.time() + 10, usegmt=True)) <= 10
     assert _retry_after(formatdate(time.time() - 10, usegmt=True)) == 0.0
+    assert _retry_after("inf") == float("inf") and _retry_after("1e10") == 1e10  # capped by the caller
+    assert _retry_after("nan") is None and _retry_after("-3") == 0.0
 
 
 def test_other_4xx_fail_at_once_and_stay_rows(chat_server, answer_cfg):
@@ -160,11 +162,12 @@ def test_persistent_5xx_gives_up_after_max_retries_as_an_error_row(chat_server, 
 
 def test_a_timeout_is_retried_and_without_retries_is_an_error_row(chat_server, answer_cfg):
     probes = probe_set(2)
-    chat_server.fail("Case 00", Fault(stall=1.0))
-    table = client_for(chat_server, request_timeout=0.2).answer_probes(probes, answer_cfg, progress=False)
+    # a stall far longer than the timeout, and a timeout far longer than an answer on a loaded machine
+    chat_server.fail("Case 00", Fault(stall=6.0))
+    table = client_for(chat_server, request_timeout=1.5).answer_probes(probes, answer_cfg, progress=False)
     assert (table["status"] == "ok").all() and len(chat_server.requests_for("Case 00")) == 2
-    chat_server.fail("Case 01", Fault(stall=1.0))
-    table = client_for(chat_server, request_timeout=0.2, max_retries=0).answer_probes(probes, answer_cfg,
+    chat_server.fail("Case 01", Fault(stall=6.0))
+    table = client_for(chat_server, request_timeout=1.5, max_retries=0).answer_probes(probes, answer_cfg,
                                                                                         progress=False)
     assert list(table["status"]) == ["ok", "error"] and "Timeout" in table.iloc[1]["error"]
 
@@ -175,22 +178,24 @@ def test_a_malformed_reply_is_an_error_row(chat_server, answer_cfg):
     probes = probe_set(1)
     for _ in range(2):
         row = client.answer_probes(probes, answer_cfg, progress=False).iloc[0]
-        assert row["status"] == "error" and "malformed response" in row["error"]
+        assert row["status"] == "error" and "malformed reply" in row["error"] and row["error_cause"] == "malformed"
 
 
-def test_an_unreachable_server_gives_error_rows_not_an_exception(answer_cfg):
+def test_an_unreachable_server_gives_connection_error_rows_without_the_pre_flight(answer_cfg):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    client = ChatClient(base_url=f"http://127.0.0.1:{port}/v1", model="m", max_retries=1, **FAST)
+    client = ChatClient(base_url=f"http://127.0.0.1:{port}/v1", model="m", max_retries=1, preflight=False, **FAST)
     table = client.answer_probes(probe_set(2), answer_cfg, progress=False)
     assert (table["status"] == "error").all() and table["error"].str.contains("ConnectionError").all()
+    assert set(table["error_cause"]) == {"connection"}
 
 
 def test_a_missing_image_is_an_error_row(chat_server, answer_cfg, tmp_path):
     probes = [choice_probe(image=tmp_path / "gone.png"), choice_probe(example_id="ex2")]
     table = client_for(chat_server).answer_probes(probes, answer_cfg, progress=False)
     assert list(table["status"]) == ["error", "ok"] and "gone.png" in table.iloc[0]["error"]
+    assert table.iloc[0]["error_cause"] == "input"
 
 
 def test_concurrency_stays_within_max_concurrency(answer_cfg):
@@ -216,13 +221,18 @@ def test_results_do_not_depend_on_completion_order_or_on_the_slice(tmp_path, ans
 
 
 def test_the_api_key_is_sent_but_never_shown(chat_server, answer_cfg, monkeypatch):
+    from medexp.answers import EndpointUnusable
+
     monkeypatch.setenv("MEDEXP_TEST_API_KEY", "sk-test-secret-123")
     client = client_for(chat_server, api_key_env="MEDEXP_TEST_API_KEY")
-    chat_server.fail("Case 00", Fault(401))
     table = client.answer_probes(probe_set(2), answer_cfg, progress=False)
     assert {headers["Authorization"] for headers in chat_server.headers} == {"Bearer sk-test-secret-123"}
     assert "sk-test-secret-123" not in repr(client) + table.to_json()
-    assert "HTTP 401" in table.iloc[0]["error"]
+    chat_server.fail("Case 00", Fault(401))
+    with pytest.raises(EndpointUnusable) as refused:  # a refused key ends the answering at once
+        client.answer_probes(probe_set(2), answer_cfg, progress=False)
+    assert "HTTP 401" in str(refused.value) and "MEDEXP_TEST_API_KEY" in str(refused.value)
+    assert "sk-test-secret-123" not in str(refused.value)
     no_key = client_for(chat_server)
     no_key.answer_probes(probe_set(1), answer_cfg, progress=False)
     assert "Authorization" not in chat_server.headers[-1]
@@ -234,7 +244,7 @@ def test_api_key_settings_are_checked_without_echoing_a_key(chat_server, monkeyp
         client_for(chat_server, api_key_env="MEDEXP_UNSET_KEY")
     with pytest.raises(ValueError) as error:
         client_for(chat_server, api_key_env="sk-live-abc123")
-    assert "sk-live-abc123" not in str(error.value) and "name an environment variable" in str(error.value)
+    assert "sk-live-abc123" not in str(error.value) and "must name the environment variable" in str(error.value)
 
 
 @pytest.mark.parametrize(("setting", "message"), [

@@ -159,3 +159,25 @@ def _rewrite(path, rows):
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+
+
+@pytest.mark.parametrize("escape", ["../../outside.png", "{outside}", "images_perturbed/../../outside.png"])
+def test_release_image_files_stay_inside_the_root(release, escape):
+    """A manifest or probe file naming a file outside the release (``../``, an absolute path) is
+    refused with its line: such a file would be read and sent to the model."""
+    outside = release.parent / "outside.png"
+    outside.write_bytes((release / "images" / next(p.name for p in (release / "images").iterdir())).read_bytes())
+    value = escape.format(outside=outside)
+    probes = release_probe_rows()
+    probes[0] = {**probes[0], "image_file": value}
+    write_medvigil_release(release, probes)
+    with pytest.raises(ValueError, match=r"probes_mcq.csv:2: image path .* outside the benchmark root"):
+        read_release_probes(load_medvigil("medvigil", release), release)
+    assert read_release_probes(load_medvigil("medvigil", release), release, allow_outside_root=True).probes
+    write_medvigil_release(release)
+    rows = list(csv.DictReader((release / "manifest.csv").open(encoding="utf-8", newline="")))
+    rows[0]["image_file"] = value
+    _rewrite(release / "manifest.csv", rows)
+    with pytest.raises(ValueError, match=r"manifest.csv:2: image path .* outside the benchmark root"):
+        load_medvigil("medvigil", release)
+    assert load_medvigil("medvigil", release, allow_outside_root=True).examples

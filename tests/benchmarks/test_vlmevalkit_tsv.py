@@ -120,3 +120,29 @@ def test_a_file_without_the_required_columns_is_refused(tmp_path):
     write_vlmevalkit_tsv(tmp_path / "data" / "MMStar.tsv", [{"index": 1, "question": QUESTION, "answer": "A"}])
     with pytest.raises(ValueError, match=r"not a VLMEvalKit TSV: missing column\(s\) \['image or image_path'\]"):
         _load(tmp_path / "data", tmp_path / "cache")
+
+
+def test_reading_stays_linear_however_many_rows_name_another_rows_image(tmp_path, monkeypatch):
+    """Every short image cell that names a later row (or none) used to re-read the whole file: 4,000
+    rows of them took minutes. Now the file is read at most twice, whatever the references."""
+    import medexp.benchmarks.vlmevalkit_tsv as tsv
+
+    rows = [{"index": 0, "question": QUESTION, "A": "a", "B": "b", "answer": "A", "image": "3999"}]
+    rows += [{"index": index, "question": QUESTION, "A": "a", "B": "b", "answer": "A",
+              "image": str(3999 if index % 2 else 10_000 + index)} for index in range(1, 3999)]  # forward, dangling
+    rows.append({"index": 3999, "question": QUESTION, "A": "a", "B": "b", "answer": "B", "image": base64_image(3)})
+    write_vlmevalkit_tsv(tmp_path / "data" / "MMStar.tsv", rows)
+    passes = []
+    reader = tsv.tsv_records
+    monkeypatch.setattr(tsv, "tsv_records", lambda path: passes.append(path) or reader(path))
+    bench = _load(tmp_path / "data", tmp_path / "cache")
+    assert len(passes) == 2
+    assert len(bench.examples) == 2001 and len(bench.skipped) == 1999
+    assert {ex.image for ex in bench.examples} == {bench.examples[-1].image}
+    assert bench.skipped[0].kind == "missing image" and "names row index '10002'" in bench.skipped[0].reason
+
+
+def test_a_byte_order_mark_is_read(tmp_path):
+    path = write_vlmevalkit_tsv(tmp_path / "data" / "MMStar.tsv", _rows_base64())
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert len(_load(tmp_path / "data", tmp_path / "cache").examples) == 3

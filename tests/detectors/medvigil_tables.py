@@ -43,7 +43,7 @@ def make_probe(case: str, kind: str, index: int, tier, text_only, options=OPTION
 def reply(probe: Probe, outcome: str) -> dict:
     wrong = next(letter for letter in LETTERS[:len(probe.options)] if letter not in (probe.gold, probe.refusal))
     if outcome == "E":
-        return response_row(probe, "", None, "error", error="HTTP 503")
+        return response_row(probe, "", None, "error", error="HTTP 503", cause="http_5xx")
     if outcome == "U":
         return response_row(probe, "I am not sure", None, "unparsed")
     letter = {"C": probe.gold, "W": wrong, "R": probe.refusal}[outcome]
@@ -87,7 +87,7 @@ def answers(probes: list[Probe], p_correct: np.ndarray, rng: np.random.Generator
         "probe_id": [p.probe_id for p in probes], "example_id": [p.example_id for p in probes],
         "kind": [p.kind for p in probes], "gold": [p.gold for p in probes], "refusal": [p.refusal for p in probes],
         "response": choice, "choice": choice, "correct": correct, "status": "ok", "error": None,
-        "option_logliks": None,
+        "error_cause": None, "option_logliks": None,
     })
 
 

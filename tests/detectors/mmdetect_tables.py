@@ -54,7 +54,7 @@ def answer_choices(probes: Sequence[Probe], right: Rule, seed: int, error: float
     for probe in probes:
         draw = rng.random()
         if draw < error:
-            rows.append(response_row(probe, "", None, Status.error, error="HTTP 503 after 5 retries"))
+            rows.append(response_row(probe, "", None, Status.error, error="HTTP 503 after 5 retries", cause="http_5xx"))
             continue
         if draw < error + unparsed:
             rows.append(response_row(probe, "I cannot tell from this image.", None, Status.unparsed))
@@ -80,7 +80,7 @@ def answer_free_text(probes: Sequence[Probe], right: Rule, seed: int, answer_cfg
     rows = []
     for probe in probes:
         if rng.random() < error:
-            rows.append(response_row(probe, "", None, Status.error, error="timeout"))
+            rows.append(response_row(probe, "", None, Status.error, error="timeout", cause="timeout"))
             continue
         reply = probe.gold if rng.random() < right(probe) else "something else"
         choice, status = judge(probe, reply, answer_cfg)

@@ -157,6 +157,6 @@ def test_letter_test_ignores_unanswered_rows():
     probes, responses = simulated_model(10, 0.5, seed=0)
     responses.loc[:4, "status"] = "error"
     responses.loc[:4, ["choice", "correct"]] = [None, False]
-    responses.loc[:4, "error"] = "timeout"
+    responses.loc[:4, ["error", "error_cause"]] = ["Timeout: no reply", "timeout"]
     table = _scored(probes, responses)
     assert letter_preference_test(table)["n"] == len(table) - 5

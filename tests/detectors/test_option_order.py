@@ -1,5 +1,6 @@
-"""Detector option_order: statistics by hand, errors in and out of the denominators, the null
-(correctness independent of the option order) and a planted canonical-order memory."""
+"""Detector option_order: statistics by hand, errors out of every denominator (an error is no
+answer), the null (correctness independent of the option order) and a planted canonical-order
+memory."""
 
 from __future__ import annotations
 
@@ -35,11 +36,11 @@ def reply(probe, how: str):
         return response_row(probe, wrong, wrong, Status.ok)
     if how == "unparsed":
         return response_row(probe, "maybe", None, Status.unparsed)
-    return response_row(probe, "", None, Status.error, error="connection reset")
+    return response_row(probe, "", None, Status.error, error="connection reset", cause="connection")
 
 
 # (original, shuffled) per example: ex0, ex1 lose; ex2 keeps; ex3 gains; ex4's original is an
-# error (wrong, or excluded); ex5's shuffled reply is unparsed (wrong under both conventions).
+# error (no answer: the pair leaves); ex5's shuffled reply is unparsed (an answer, wrong).
 HAND = [("right", "wrong"), ("right", "wrong"), ("right", "right"), ("wrong", "right"), ("error", "right"),
         ("right", "unparsed")]
 
@@ -57,34 +58,42 @@ def hand():
 
 def test_cr_pcr_delta_phi_and_mcnemar_by_hand(hand):
     m = hand.metrics
-    # x = 1 1 1 0 0 1, y = 0 0 1 1 1 0
-    assert (m["cr"], m["pcr"], m["delta"], m["phi"]) == pytest.approx((4 / 6, 3 / 6, -1 / 6, 3 / 6))
-    assert (m["b"], m["c"]) == (3, 2)
-    assert m["p_value"] == pytest.approx(16 / 32)  # P(Bin(5, 1/2) >= 3)
-    assert (m["statistic"], m["n_examples"], m["flag"]) == (pytest.approx(-1 / 6), 6, 0.0)
-    assert m["cr_ci_low"] == pytest.approx(sps.binomtest(4, 6).proportion_ci(method="wilson").low)
+    # ex4 has no answer on its original: x = 1 1 1 0 1, y = 0 0 1 1 0 over the other five
+    assert (m["cr"], m["pcr"], m["delta"], m["phi"]) == pytest.approx((0.8, 0.4, -0.4, 0.6))
+    assert (m["b"], m["c"], m["n_pairs"], m["n_excluded_pairs"]) == (3, 1, 5, 1)
+    assert m["p_value"] == pytest.approx(5 / 16)  # P(Bin(4, 1/2) >= 3)
+    assert (m["statistic"], m["n_examples"], m["flag"]) == (pytest.approx(-0.4), 5, 0.0)
+    assert m["cr_ci_low"] == pytest.approx(sps.binomtest(4, 5).proportion_ci(method="wilson").low)
 
 
-def test_errors_are_counted_and_the_excluded_variant_reported(hand):
+def test_errors_are_counted_never_scored(hand):
     m = hand.metrics
     assert (m["n_error_original"], m["n_unparsed_original"], m["n_ok_original"]) == (1, 0, 5)
     assert (m["n_error_shuffled"], m["n_unparsed_shuffled"], m["n_ok_shuffled"]) == (0, 1, 5)
-    # without ex4: x = 1 1 1 0 1, y = 0 0 1 1 0
-    assert (m["cr_excl"], m["pcr_excl"], m["delta_excl"], m["phi_excl"]) == pytest.approx((0.8, 0.4, -0.4, 0.6))
-    assert (m["b_excl"], m["c_excl"], m["n_pairs_excl"], m["n_excluded_pairs"]) == (3, 1, 5, 1)
-    assert m["p_value_excl"] == pytest.approx(5 / 16)
+    assert not any(name.endswith("_excl") for name in m)  # one convention: errors are no answers
     assert m["n_skipped"] == 1 and m["n_skipped.no_options"] == 1
     assert hand.extra_tables["skipped"][["example_id", "reason"]].values.tolist() == [["hand::9", "no options"]]
 
 
+def test_an_error_on_one_arm_never_counts_as_a_wrong_answer():
+    """A server whose failures hit the shuffled arm only: errors as wrong answers would flag it."""
+    probes = option_order_probes(hand_examples(), seed=0)
+    rows = [reply(p, "right" if p.kind == "original" or p.example_id < "hand::3" else "error") for p in probes.probes]
+    table = response_table(rows, [p.probe_id for p in probes.probes])
+    m = option_order_detector(table, probe_facts(probes.probes, STRATA), option_order_config(strata=STRATA),
+                              seed=1).metrics
+    assert (m["n_pairs"], m["n_excluded_pairs"], m["b"], m["c"]) == (3, 3, 0, 0)
+    assert m["p_value"] == 1.0 and m["flag"] == 0.0
+
+
 def test_tables_per_example_per_stratum_and_letters(hand):
     per_example = hand.table.set_index("example_id")
-    assert per_example["lost"].tolist() == [1, 1, 0, 0, 0, 1]
-    assert per_example["gained"].tolist() == [0, 0, 0, 1, 1, 0]
-    assert per_example.loc["hand::4", "first_status"] == "error"
+    assert per_example["lost"].tolist() == pytest.approx([1, 1, 0, 0, np.nan, 1], nan_ok=True)
+    assert per_example["gained"].tolist() == pytest.approx([0, 0, 0, 1, np.nan, 0], nan_ok=True)
+    assert per_example.loc["hand::4", "first_status"] == "error" and not per_example.loc["hand::4", "paired"]
     strata = hand.extra_tables["strata"].set_index(["field", "value"])
     assert strata.loc[("answer_type", "OPEN"), ["cr", "pcr", "b", "c"]].tolist() == pytest.approx([1, 1 / 3, 2, 0])
-    assert strata.loc[("answer_type", "CLOSED"), ["cr", "pcr", "b", "c"]].tolist() == pytest.approx([1 / 3, 2 / 3, 1, 2])
+    assert strata.loc[("answer_type", "CLOSED"), ["cr", "pcr", "b", "c"]].tolist() == pytest.approx([0.5, 0.5, 1, 1])
     assert set(strata.index.get_level_values(0)) == {"answer_type", "content_type"}  # content_type: "(missing)"
     letters = hand.extra_tables["letters"].set_index("letter")
     # canonical golds of ex0..ex5 are A B C D A B; the error row is not an ok reply

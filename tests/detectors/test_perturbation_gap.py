@@ -142,10 +142,31 @@ def test_the_difference_of_gaps_holds_its_level_under_the_null():
     assert np.mean(np.array(p_values) <= 0.05) <= 0.05 + 0.05
 
 
-def test_a_reference_missing_answers_is_refused():
+def _with_errors(table, probe_ids):
+    """``table`` with the rows of ``probe_ids`` turned into error rows (the server failed)."""
+    from medexp.answers.table import error_row
+    from medexp.probes.base import Probe
+
+    rows = table.to_dict("records")
+    for row in rows:
+        if row["probe_id"] in probe_ids:
+            probe = Probe(probe_id=row["probe_id"], example_id=row["example_id"], kind=row["kind"], question="q",
+                          gold=row["gold"], options=OPTIONS)
+            row.update(error_row(probe, "http_5xx", "HTTP 503"))
+    return response_table(rows, list(table["probe_id"]))
+
+
+def test_errors_are_no_answers_for_the_model_or_a_reference():
+    """An error is never a wrong answer (the model's pair leaves) nor a gap of 0 (the reference's
+    pair leaves the comparison); a reference that answered nothing is no reference at all."""
     probe_set = twin_probes(_pairs(4))
     facts = probe_facts(probe_set.probes, ["category"])
-    full = _answered(probe_set.probes, [True] * 8)
-    partial = full[full["probe_id"] != "b::test::2::perturbed_twin"]
-    with pytest.raises(ValueError, match="reference model ref did not answer both probes of 1 pair"):
-        perturbation_gap_detector(full, facts, _cfg(), 1, references={"ref": partial})
+    model = _answered(probe_set.probes, [True, False] * 4)  # right on originals, wrong on twins: gap 1
+    model = _with_errors(model, {"b::test::0::perturbed_twin"})
+    reference = _with_errors(_answered(probe_set.probes, [True] * 8), {"b::test::2::original"})
+    m = perturbation_gap_detector(model, facts, _cfg(), 1, references={"ref": reference}).metrics
+    assert (m["n_pairs"], m["n_excluded_pairs"], m["b"], m["gap"]) == (3, 1, 3, 1.0)
+    assert (m["n_reference_excluded_pairs"], m["reference_gap.ref"], m["gap_difference"]) == (1, 0.0, 1.0)
+    unreachable = _with_errors(reference, set(reference["probe_id"]))
+    with pytest.raises(ValueError, match="no pair answered by the model was answered by every reference model"):
+        perturbation_gap_detector(model, facts, _cfg(), 1, references={"ref": unreachable})

@@ -46,7 +46,7 @@ def reply(probe, how):
         return response_row(probe, wrong, wrong, Status.ok)
     if how == "unparsed":
         return response_row(probe, "hmm", None, Status.unparsed)
-    return response_row(probe, "", None, Status.error, error="timeout")
+    return response_row(probe, "", None, Status.error, error="timeout", cause="timeout")
 
 
 def hand_result(**cfg):
@@ -59,28 +59,27 @@ def hand_result(**cfg):
 
 def test_uniform_chance_by_hand():
     m = hand_result(chance="uniform").metrics
-    # without image: right on 0, 2, 4, 6 of 8; refusal once; chance 1/2 x 6 and 1/4 x 2
-    assert (m["acc_text_only"], m["idk_rate"], m["chance_rate"]) == pytest.approx((4 / 8, 1 / 8, 3.5 / 8))
+    # example 5's text-only probe is an error, no answer: 7 answered; right on 0, 2, 4, 6; refusal
+    # once; chance 1/2 x 5 and 1/4 x 2
+    assert (m["acc_text_only"], m["idk_rate"], m["chance_rate"]) == pytest.approx((4 / 7, 1 / 7, 3 / 7))
+    assert m["n_text_only"] == 7 and m["n_examples"] == 7
     assert m["acc_answered"] == pytest.approx(4 / 5)  # ok replies choosing an answer: 0, 2, 3, 4, 6
-    probabilities = [0.5] * 6 + [0.25] * 2
+    probabilities = [0.5] * 5 + [0.25] * 2
     brute = sum(np.prod([p if o else 1 - p for p, o in zip(probabilities, outcome)])
-                for outcome in np.ndindex(*(2,) * 8) if sum(outcome) >= 4)
+                for outcome in np.ndindex(*(2,) * 7) if sum(outcome) >= 4)
     assert m["p_value"] == pytest.approx(brute)
-    assert m["statistic"] == pytest.approx(0.5 - 3.5 / 8)
+    assert m["statistic"] == pytest.approx(4 / 7 - 3 / 7)
     assert (m["n_error_text_only"], m["n_unparsed_text_only"], m["n_error_image"]) == (1, 1, 1)
-    # errors excluded: example 5 leaves the text-only arm
-    assert (m["acc_text_only_excl"], m["n_text_only_excl"]) == (pytest.approx(4 / 7), 7)
+    assert not any(name.endswith("_excl") for name in m)
 
 
 def test_paired_with_the_image_by_hand():
     m = hand_result(chance="uniform").metrics
-    # image: 1 1 0 1 0(error) 1 1 0 ; text: 1 0 1 0 1 0(error) 1 0
-    assert m["acc_image"] == pytest.approx(5 / 8)
-    assert (m["image_b"], m["image_c"]) == (3, 2)
-    assert m["p_image_gain"] == pytest.approx(sps.binomtest(3, 5, 0.5, alternative="greater").pvalue)
-    assert m["image_delta"] == pytest.approx(4 / 8 - 5 / 8)
-    # excluded: examples 4 and 5 leave
-    assert (m["image_b_excl"], m["image_c_excl"], m["n_pairs_excl"]) == (2, 1, 6)
+    # examples 4 and 5 lack an answer on one arm; image: 1 1 0 1 1 0 ; text: 1 0 1 0 1 0
+    assert m["acc_image"] == pytest.approx(4 / 6)
+    assert (m["image_b"], m["image_c"], m["n_pairs"], m["n_excluded_pairs"]) == (2, 1, 6, 2)
+    assert m["p_image_gain"] == pytest.approx(sps.binomtest(2, 3, 0.5, alternative="greater").pvalue)
+    assert m["image_delta"] == pytest.approx(3 / 6 - 4 / 6)
 
 
 def test_prior_chance_by_hand():
@@ -89,10 +88,10 @@ def test_prior_chance_by_hand():
     assert groups.loc["no | yes", ["n", "most_frequent_gold", "prior_rate", "rate_used"]].tolist() == \
         [6, "yes", pytest.approx(4 / 6), "prior"]
     assert groups.loc["ct | mri | ultrasound | x-ray", "prior_rate"] == 1.0  # both golds are CT
-    assert result.metrics["chance_rate"] == pytest.approx((6 * 4 / 6 + 2 * 1.0) / 8)
+    assert result.metrics["chance_rate"] == pytest.approx((5 * 4 / 6 + 2 * 1.0) / 7)  # the answered probes
     # groups smaller than min_prior_group use the uniform rate
     fallback = hand_result(chance="prior", min_prior_group=3)
-    assert fallback.metrics["chance_rate"] == pytest.approx((6 * 4 / 6 + 2 * 0.25) / 8)
+    assert fallback.metrics["chance_rate"] == pytest.approx((5 * 4 / 6 + 2 * 0.25) / 7)
     assert fallback.extra_tables["chance_groups"]["rate_used"].tolist() == ["uniform", "prior"]
 
 

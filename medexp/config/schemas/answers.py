@@ -23,7 +23,7 @@ class FreeTextMetric(str, Enum):
     rouge_l = "rouge_l"  # ROUGE-L F1 (rouge-score) of the normalised texts >= rouge_threshold
 
 
-from medexp.config.ranges import at_least, share
+from medexp.config.ranges import at_least, fraction, share
 
 
 @dataclass
@@ -47,6 +47,9 @@ class AnswerConfig:
     free_text_metric: FreeTextMetric = FreeTextMetric.exact
     rouge_threshold: float = share(0.5)  # rouge_l: a reply is correct when its F1 with the gold is at least this
     number_words_to_digits: bool = True  # free text: "two" and "2" normalise alike (zero to twenty)
+    # A cell whose share of answered probes (status ok or unparsed; an error is no answer) is below
+    # this ends FAILED without a verdict, naming the causes. Never part of the response cache key.
+    min_answered: float = fraction(0.95)
 
     @staticmethod
     def check_values(node, path: str) -> str | None:

@@ -8,7 +8,7 @@ from typing import Any, ClassVar, List, Optional
 
 from omegaconf import MISSING
 
-from medexp.config.ranges import at_least, percent, positive, probability
+from medexp.config.ranges import at_least, percent, positive, probabilities, probability
 
 
 # The example fields a detector reads (medexp.benchmarks.skips): a benchmark row whose other
@@ -150,6 +150,24 @@ class DifferentialDetectorBase(DetectorBase):
     n_bootstrap: int = at_least(1000, 1)
     ci_level: float = probability(0.95)
 
+    @staticmethod
+    def check_values(node, path: str) -> str | None:
+        """Pairs and seeds (called by medexp.config.ranges.validate; a pair that names the cell's
+        model as its independent is refused where the cell's model is known, in the evaluator)."""
+        if not node.pairs:
+            return f"{path}.pairs is empty: name at least one (candidate, independent) pair, or leave the default"
+        for index, pair in enumerate(node.pairs):
+            if pair.candidate is not None and pair.candidate == pair.independent:
+                return (f"{path}.pairs[{index}] pairs model {pair.candidate} with itself: M(x) and membership "
+                        "compare two models, one of which did not see the examples")
+        if node.seeds is not None:
+            if not len(node.seeds):
+                return f"{path}.seeds=[] names no seed: give at least one, or null for the models as configured"
+            repeated = sorted({seed for seed in node.seeds if list(node.seeds).count(seed) > 1})
+            if repeated:
+                return f"{path}.seeds repeats {repeated}: each replicate pair is trained once per seed"
+        return None
+
 
 @dataclass
 class MemorizationConfig(DifferentialDetectorBase):
@@ -157,6 +175,13 @@ class MemorizationConfig(DifferentialDetectorBase):
 
     # Per-class mean M: LOW <= first < MODERATE <= second < HIGH (the paper's 0.1 and 0.3)
     risk_tiers: List[float] = field(default_factory=lambda: [0.1, 0.3])
+
+    @staticmethod
+    def check_values(node, path: str) -> str | None:
+        tiers = list(node.risk_tiers)
+        if len(tiers) != 2 or not tiers[0] < tiers[1]:
+            return f"{path}.risk_tiers={tiers} must be two increasing bounds [low, high] (the paper's [0.1, 0.3])"
+        return DifferentialDetectorBase.check_values(node, path)
     # An image embedder (conf/embedder) for per-canary atypicality: cosine distance to the class
     # centroid. None: no atypicality.
     embedder: Any = None
@@ -180,8 +205,14 @@ class MembershipConfig(DifferentialDetectorBase):
     """Membership inference: members (canaries) against non-members, five attacks."""
 
     attack: MembershipAttack = MembershipAttack.mx  # whose AUC permutation test is the cell's p_value
-    fprs: List[float] = field(default_factory=lambda: [0.01, 0.001])  # report TPR at these FPRs
+    fprs: List[float] = probabilities(lambda: [0.01, 0.001])  # report TPR at these FPRs, each in (0, 1)
     # Models that saw no example of the cell (conf/model names) joining the pairs' independent
     # models as LiRA's reference (OUT) models.
     reference_models: List[str] = field(default_factory=list)
     lira_variance: LiraVariance = LiraVariance.pooled
+
+    @staticmethod
+    def check_values(node, path: str) -> str | None:
+        if not len(node.fprs):
+            return f"{path}.fprs=[] names no false-positive rate to report the TPR at (e.g. [0.01, 0.001])"
+        return DifferentialDetectorBase.check_values(node, path)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Optional
+from typing import Dict, List, Optional
 
 from omegaconf import MISSING
 
@@ -28,6 +28,12 @@ class ModelFamily(str, Enum):
     openai_compatible = "openai_compatible"  # a chat-completions API: vLLM, TGI, a hosted API
     responses = "responses"  # answers made elsewhere, imported from a JSONL file (responses_path)
     image_classifier = "image_classifier"  # AutoModelForImageClassification (ViT, ResNet, ...): the answer is a class
+
+
+DEFAULT_REPLY_FIELDS = ("response", "model_answer", "prediction", "answer")
+# What an imported status may mean: an answer (ok, unparsed) or why there is none (error causes).
+IMPORTED_STATUS_MEANINGS = frozenset({"ok", "unparsed", "refused", "connection", "timeout", "http_4xx", "http_5xx",
+                                      "rate_limited", "malformed", "other"})
 
 
 class ModelSource(str, Enum):
@@ -104,14 +110,41 @@ class ModelConfig:
     max_retries: int = at_least(5, 0)  # retries of a request after a connection error, a timeout, HTTP 429 or 5xx
     request_timeout: float = positive(60.0)  # seconds per request (connect and read)
     retry_backoff: float = at_least(1.0, 0.0)  # first retry delay in seconds, doubled per retry, with jitter
-    retry_backoff_max: float = at_least(60.0, 0.0)  # cap on one computed delay (a server's Retry-After is honoured as given)
+    retry_backoff_max: float = at_least(60.0, 0.0)  # cap on one computed delay
+    retry_after_max: float = positive(300.0)  # a server's Retry-After is honoured up to this many seconds
+    # Before the first probe, GET <base_url>/models: the endpoint answers, accepts the key and
+    # serves the model id (a server without that route is asked anyway). false: no pre-flight.
+    preflight: bool = True
     # family responses: a JSONL file of answers produced elsewhere (medexp.answers.imported).
     responses_path: Optional[str] = None
     # MedVIGIL's matched no-image file (<model>__mcq_noimg.jsonl): its lines, named by the original
     # probes' ids, answer the no_image probes of bench=medvigil.
     responses_no_image_path: Optional[str] = None
+    # The fields an imported line's raw reply may be under, first present wins: medexp's and
+    # MedVIGIL's names, then VLMEvalKit's `prediction`, then `answer` (some harnesses' name).
+    reply_fields: List[str] = field(default_factory=lambda: list(DEFAULT_REPLY_FIELDS))
+    # A harness's own status words (lower case) -> ok, unparsed, refused, or an error cause
+    # (connection, timeout, http_4xx, http_5xx, rate_limited, malformed, other); added to the
+    # built-in mapping (medexp.answers.imported.STATUS_WORDS). An unknown status is a bad line.
+    status_map: Dict[str, str] = field(default_factory=dict)
     train: Optional[TrainSpec] = None  # source trained: how the model is trained (medexp.train)
     # The model config of this model's independent counterpart in a differential audit (trained
     # from the same initialisation without the canaries): the memorization and membership
     # detectors' default pair. A trained model's counterpart is its own independent arm.
     independent: Optional[str] = None
+
+    @staticmethod
+    def check_values(node, path: str) -> str | None:
+        """The rules a range cannot say (called by medexp.config.ranges.validate)."""
+        from medexp.config.secrets import env_name_problem
+
+        problem = env_name_problem(node.get("api_key_env"), f"{path}.api_key_env")
+        if problem:
+            return problem
+        if not [name for name in node.get("reply_fields") or [] if str(name).strip()]:
+            return f"{path}.reply_fields is empty: name the field(s) an imported line holds its reply under"
+        for word, meaning in (node.get("status_map") or {}).items():
+            if str(meaning) not in IMPORTED_STATUS_MEANINGS:
+                return (f"{path}.status_map.{word}={meaning!r}: a status means one of "
+                        f"{sorted(IMPORTED_STATUS_MEANINGS)}")
+        return None

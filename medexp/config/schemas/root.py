@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
 from medexp.config.ranges import positive
 from medexp.config.schemas.bench import BenchConfig
@@ -43,3 +43,18 @@ class Config:
     detector: Any = MISSING
     control: Any = MISSING
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+
+    @staticmethod
+    def check_values(node, path: str) -> str | None:
+        """Rules across the axes (called by medexp.config.ranges.validate)."""
+        model, detector = node.get("model"), node.get("detector")
+        if model is None or detector is None or OmegaConf.is_missing(node, "model"):
+            return None
+        name = str(model.get("name"))
+        for index, pair in enumerate(detector.get("pairs") or []):
+            candidate = str(pair.get("candidate") or name)
+            independent = pair.get("independent") or (model.get("independent") if candidate == name else None)
+            if independent is not None and str(independent) == candidate:
+                return (f"detector.pairs[{index}] pairs model {candidate} with itself (candidate and independent): "
+                        "a differential audit compares two models, one of which did not see the examples")
+        return None

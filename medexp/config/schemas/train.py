@@ -68,6 +68,9 @@ class LoraSettings:
     head_modules: List[str] = field(default_factory=lambda: ["classifier"])  # trained in full
 
 
+DP_ACCOUNTANTS = ("rdp", "prv", "gdp")  # opacus.accountants
+
+
 @dataclass
 class DPSettings:
     """DP-SGD (opacus): per-sample clipping at max_grad_norm, Gaussian noise calibrated so that
@@ -77,6 +80,12 @@ class DPSettings:
     delta: float = probability(1e-5)
     max_grad_norm: float = positive(1.0)
     accountant: str = "rdp"  # opacus accountant: rdp, prv or gdp
+
+    @staticmethod
+    def check_values(node, path: str) -> str | None:
+        if str(node.accountant) not in DP_ACCOUNTANTS:
+            return f"{path}.accountant={node.accountant!r} is not an opacus accountant; use one of {list(DP_ACCOUNTANTS)}"
+        return None
 
 
 @dataclass
@@ -99,3 +108,9 @@ class TrainSpec:
     weight_decay: float = at_least(0.0, 0.0)  # AdamW with a cosine-annealed learning rate
     lora: LoraSettings = field(default_factory=LoraSettings)
     dp: DPSettings = field(default_factory=DPSettings)
+
+    @staticmethod
+    def check_values(node, path: str) -> str | None:
+        if not len(node.replicate_seeds):
+            return f"{path}.replicate_seeds=[] names no seed: a trained model needs at least one (e.g. [123])"
+        return None

@@ -18,3 +18,9 @@ class TrainAppConfig:
     seeds: Optional[List[int]] = None  # replaces every trained model's replicate_seeds when set
     paths: PathsConfig = field(default_factory=PathsConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+
+    @staticmethod
+    def check_values(node, path: str) -> str | None:
+        if node.seeds is not None and not len(node.seeds):
+            return "seeds=[] names no seed: give at least one, or null for each model's train.replicate_seeds"
+        return None
