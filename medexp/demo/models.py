@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import shutil
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -52,39 +50,32 @@ def demo_model_dir(demo_cfg, cache_dir: str | Path) -> Path:
     A leaky model starts from the clean model with the same settings, which is built (or
     reused from the cache) first.
     """
-    from filelock import FileLock
     from omegaconf import OmegaConf
+
+    from medexp.atomic import build_directory_once
 
     settings = OmegaConf.to_container(demo_cfg) if OmegaConf.is_config(demo_cfg) else dict(demo_cfg)
     demo_cfg = OmegaConf.create(settings)
     target = Path(cache_dir) / "demo" / f"model-{stable_hash([BUILDER_VERSION, settings])}"
     if (target / _MANIFEST).is_file():
         return target
+    base = None
     if settings["leak_epochs"] > 0:  # its clean base first, outside this model's lock
         base = demo_model_dir({**settings, "leak_epochs": 0}, cache_dir)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(target) + ".lock"):  # concurrent cells build a model once
-        if (target / _MANIFEST).is_file():
-            return target
-        staging = target.parent / f".{target.name}.tmp-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
-        try:
-            with _one_thread():
-                if settings["leak_epochs"] > 0:
-                    log.info("building the leaky demo model (%d leak epochs on the test set; once, cached)",
-                             settings["leak_epochs"])
-                    report = _leak_into(demo_cfg, base, cache_dir, staging)
-                else:
-                    log.info("building the clean demo model (trained on the CPU once, then cached in %s)",
-                             target.parent)
-                    report = _build_clean(demo_cfg, cache_dir, staging)
-            (staging / _MANIFEST).write_text(json.dumps({"settings": settings, **report}, indent=1))
-            shutil.rmtree(target, ignore_errors=True)
-            os.replace(staging, target)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-    log.info("demo model ready in %.0f s: %s", report["seconds"], target)
-    return target
+
+    def build(staging: Path) -> dict:
+        with _one_thread():
+            if base is not None:
+                log.info("building the leaky demo model (%d leak epochs on the test set; once, cached)",
+                         settings["leak_epochs"])
+                report = _leak_into(demo_cfg, base, cache_dir, staging)
+            else:
+                log.info("building the clean demo model (trained on the CPU once, then cached in %s)", target.parent)
+                report = _build_clean(demo_cfg, cache_dir, staging)
+        log.info("demo model ready in %.0f s: %s", report["seconds"], target)
+        return {"settings": settings, **report}
+
+    return build_directory_once(target, _MANIFEST, build)
 
 
 @contextmanager
