@@ -21,7 +21,7 @@ from typing import Sequence
 from medexp.report.cells import CellIndex, CellRun
 from medexp.report.claims import ANY, AXES, NO_EVIDENCE, Claim, Evidence
 from medexp.report.conditions import percentile_key, percentile_ranks
-from medexp.runner.cell import Cell
+from medexp.cell import Cell
 
 
 class Outcome(str, Enum):

@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from medexp.hashing import stable_hash
 from medexp.portable import kernel_settings
-from medexp.runner.cell import Cell
+from medexp.cell import Cell
 from medexp.runner.evaluate import evaluate
 from medexp.runner.inputs import load_inputs
 from medexp.runner.signals import Interrupted, exit_status, signal_name, signals_raise

@@ -49,7 +49,7 @@ def init_settings(init) -> dict:
     """What names the starting weights: the init section, and for ``from_model`` the content of
     that model's config (so a retrained base means new fine-tuned models too)."""
     from medexp.config import model_config
-    from medexp.runner.evaluate import model_settings_key
+    from medexp.models.keys import model_settings_key
 
     settings = OmegaConf.to_container(init, resolve=True, enum_to_str=True)
     if init.from_model:

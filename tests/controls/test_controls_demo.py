@@ -21,7 +21,7 @@ from medexp.controls.ordering import order_spearman
 from medexp.detectors import CohortScores, mink_tail_detector
 from medexp.models import load_scorer
 from medexp.runner import run_cell
-from medexp.runner.cell import Cell
+from medexp.cell import Cell
 from medexp.runner.evaluate import model_cache_key
 from medexp.scoring import example_scores
 from medexp.stats import rank_exchangeability

@@ -13,7 +13,7 @@ from mlflow.tracking import MlflowClient
 import medexp.runner as runner
 from medexp.config import compose
 from medexp.detectors import DetectorResult
-from medexp.runner.cell import Cell
+from medexp.cell import Cell
 
 
 def test_cell_key_and_seed_match_a_hand_computation():

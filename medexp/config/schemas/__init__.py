@@ -2,14 +2,14 @@
 
 Registered in Hydra's ConfigStore by :func:`register_schemas`, so that a YAML file with a wrong
 type or an unknown key fails at composition with a message naming the offending key.
-One module per axis (model, bench, detector, images, control, root, report), one for the
-answering section that answering detectors embed (answers), MM-Detect's detectors (mmdetect) with
-their keyword section (keywords) and translators (translator), MedVIGIL's detector (medvigil),
-paired semantic perturbation (perturbation) with the bench's twin section (twin), and two for
-`python -m medexp.train`
-(train, train_app); model, benchmark and
-tracking configs share one schema each; detectors and controls have one
-schema per kind, selected by the YAML file's defaults list (``/schema/detector@_here_: exch``).
+One module per axis (model, bench, images, control, root, report); one per detector family, beside
+its evaluator module in medexp.evaluators (exchangeability, cohort, composition, memorization,
+images, mmdetect, medvigil, perturbation), over their common base (detector); one for the
+answering section that answering detectors embed (answers), MM-Detect's keyword section
+(keywords), translators (translator) and the bench's twin section (twin); and two for
+`python -m medexp.train` (train, train_app). Model, benchmark and tracking configs share one
+schema each; detectors and controls have one schema per kind, selected by the YAML file's
+defaults list (``/schema/detector@_here_: exch``).
 """
 
 from __future__ import annotations
@@ -38,23 +38,16 @@ from medexp.config.schemas.control import (  # noqa: F401
     SyntheticControl,
     SyntheticModel,
 )
-from medexp.config.schemas.detector import (  # noqa: F401
+from medexp.config.schemas.cohort import (  # noqa: F401
     CohortDetectorBase,
-    CompositionSweepConfig,
-    DetectorBase,
-    DifferentialDetectorBase,
-    ExchConfig,
-    ExchRankConfig,
-    LiraVariance,
     LossConfig,
-    MembershipAttack,
-    MembershipConfig,
-    MemorizationConfig,
     MinkTailConfig,
-    ModelPair,
     RankBy,
     TopKJaccardConfig,
 )
+from medexp.config.schemas.composition import CompositionSweepConfig  # noqa: F401
+from medexp.config.schemas.detector import DetectorBase  # noqa: F401
+from medexp.config.schemas.exchangeability import ExchConfig, ExchRankConfig  # noqa: F401
 from medexp.config.schemas.images import (  # noqa: F401
     CorpusConfig,
     EmbedderBase,
@@ -66,6 +59,14 @@ from medexp.config.schemas.images import (  # noqa: F401
 )
 from medexp.config.schemas.keywords import KeywordConfig  # noqa: F401
 from medexp.config.schemas.medvigil import MedvigilConfig  # noqa: F401
+from medexp.config.schemas.memorization import (  # noqa: F401
+    DifferentialDetectorBase,
+    LiraVariance,
+    MembershipAttack,
+    MembershipConfig,
+    MemorizationConfig,
+    ModelPair,
+)
 from medexp.config.schemas.mmdetect import (  # noqa: F401
     AnsweringDetectorBase,
     ChanceModel,
