@@ -9,7 +9,7 @@ from medexp.config import conf_dir
 
 @hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")
 def main(cfg: DictConfig) -> None:
-    from medexp.runner import run_from_hydra
+    from medexp.runner.entry import run_from_hydra
 
     run_from_hydra(cfg)
 

@@ -43,7 +43,7 @@ def control_benchmark(cfg, cache_dir: str | Path, needs=None) -> Benchmark:
 def apply_control(ctx) -> list[Example]:
     """The examples the detector should test, in the control's order.
 
-    ``ctx`` is the cell context (``medexp.runner.evaluate.CellContext``) holding the released
+    ``ctx`` is the cell context (``medexp.evaluators.context.CellContext``) holding the released
     examples; score orders read the cell model's per-example score table of them (cached).
     """
     kind = ControlKind(ctx.cfg.control.kind)

@@ -26,8 +26,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.medexp_grid_sweeper.medexp_grid_sweeper import JOBS_FILE, read_launched_jobs
 from medexp.atomic import atomic_write_bytes
-from medexp.runner import CellOutcome, run_cell
 from medexp.cell import Cell
+from medexp.runner.cell_run import CellOutcome, run_cell
 from medexp.runner.signals import last_signal, signals_raise
 from medexp.tracking import ReconciledRun, Tracker, tracking_uri, ui_command
 

@@ -11,9 +11,10 @@ from medexp.benchmarks.base import Benchmark
 from medexp.config import compose, model_config
 from medexp.controls.baselines import baseline_models, merge_baseline_results, run_with_baselines
 from medexp.detectors.base import DetectorResult
+from medexp.evaluators.cohort import cohort_scores
+from medexp.evaluators.context import CellContext
 from medexp.hashing import derive_seed, stable_hash
-from medexp.runner.cohort_evaluators import cohort_scores
-from medexp.runner.evaluate import CellContext, model_cache_key
+from medexp.models.keys import model_cache_key
 from tests.controls.helpers import examples
 
 IDS = ["demo::test::0", "demo::test::1", "demo::test::2"]

@@ -15,14 +15,14 @@ from mlflow.tracking import MlflowClient
 
 import medexp  # noqa: F401  (registers the schemas compose relies on)
 from medexp.benchmarks import load_benchmark_from_config
+from medexp.cell import Cell
 from medexp.config import compose, model_config
 from medexp.controls.images import without_images
 from medexp.controls.ordering import order_spearman
 from medexp.detectors import CohortScores, mink_tail_detector
 from medexp.models import load_scorer
-from medexp.runner import run_cell
-from medexp.cell import Cell
-from medexp.runner.evaluate import model_cache_key
+from medexp.models.keys import model_cache_key
+from medexp.runner.cell_run import run_cell
 from medexp.scoring import example_scores
 from medexp.stats import rank_exchangeability
 from tests.conftest import parse_summary, run_medexp

@@ -24,7 +24,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from medexp.config import compose
-from medexp.runner import run_cell
+from medexp.runner.cell_run import run_cell
 from tests.answers.server import ChatServer, Fault, option_texts
 from tests.e2e.test_mmdetect_cells import N_EXAMPLES, _question, _write_bench, honest, memorising
 

@@ -23,7 +23,7 @@ from PIL import Image
 
 from medexp.config import compose
 from medexp.config.ranges import ConfigRangeError, validate
-from medexp.runner import run_cell
+from medexp.runner.cell_run import run_cell
 from tests.answers.server import ChatServer, option_texts
 from tests.benchmarks.medvigil_upstream import (
     harness_row,

@@ -20,7 +20,7 @@ from mlflow.tracking import MlflowClient
 from medexp.config import compose
 from medexp.probes.base import LETTERS
 from medexp.probes.wording import DEFAULT_MASK
-from medexp.runner import run_cell
+from medexp.runner.cell_run import run_cell
 from tests.answers.conftest import write_png
 from tests.answers.server import ChatServer, option_texts
 

@@ -22,7 +22,7 @@ from PIL import Image
 
 from medexp.config import compose
 from medexp.probes.base import LETTERS
-from medexp.runner import run_cell
+from medexp.runner.cell_run import run_cell
 from tests.answers.server import ChatServer, prompt_text
 from tests.benchmarks.upstream import write_vlmevalkit_tsv
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from hydra_plugins.medexp_grid_sweeper.medexp_grid_sweeper import JOBS_FILE
-from medexp.runner import CellOutcome
+from medexp.runner.cell_run import CellOutcome
 from medexp.runner.sweep import SweepParentRun, collect, find_parent_run, write_outcome
 from tests.grid.conftest import store
 

@@ -13,12 +13,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import medexp.runner as runner
 from medexp.benchmarks.content import content_hash
 from medexp.benchmarks.local import load_local
 from medexp.config import compose
 from medexp.demo.scans import ScanSpec, png_bytes, render_scan
 from medexp.detectors import DetectorResult
+from medexp.runner import cell_run
 from medexp.scoring import example_scores
 from medexp.tracking import version_tags
 
@@ -113,12 +113,12 @@ def local_cell(tmp_path, monkeypatch):
         calls.append(inputs.bench_hash)
         return dict(_result().metrics), _result()
 
-    monkeypatch.setattr(runner, "evaluate", evaluate)
+    monkeypatch.setattr(cell_run, "evaluate", evaluate)
     overrides = ["model=none", "bench=local", f"bench.root={root}", "detector=exch_rank",
                  f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", f"paths.cache_dir={tmp_path / 'cache'}"]
 
     def run(*extra):
-        return runner.run_cell(compose([*overrides, *extra]))
+        return cell_run.run_cell(compose([*overrides, *extra]))
 
     run.root, run.calls = root, calls
     return run

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-import medexp.runner as runner
+from medexp.cell import Cell
 from medexp.config import compose
 from medexp.detectors import DetectorResult
-from medexp.cell import Cell
+from medexp.runner import cell_run
 
 
 def test_cell_key_and_seed_match_a_hand_computation():
@@ -29,7 +29,7 @@ def test_cell_key_and_seed_match_a_hand_computation():
 def cfg_for(tmp_path, monkeypatch):
     """Configs of the default cell on a temporary store; its inputs are faked (no model is built)."""
     inputs = SimpleNamespace(benchmark=None, corpus=None, bench_hash="b0", inputs_hash="i0")
-    monkeypatch.setattr(runner, "load_inputs", lambda cfg, cache_dir: inputs)
+    monkeypatch.setattr(cell_run, "load_inputs", lambda cfg, cache_dir: inputs)
 
     def make(*overrides):
         return compose([f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", f"paths.cache_dir={tmp_path / 'cache'}",
@@ -52,15 +52,15 @@ def test_finished_cells_are_reused_only_with_identical_settings(cfg_for, monkeyp
         result = _fake_result(0.25)
         return dict(result.metrics), result
 
-    monkeypatch.setattr(runner, "evaluate", evaluate)
-    first = runner.run_cell(cfg_for())
+    monkeypatch.setattr(cell_run, "evaluate", evaluate)
+    first = cell_run.run_cell(cfg_for())
     assert first.status == "FINISHED" and first.metrics["p_value"] == 0.25
-    assert runner.run_cell(cfg_for()).status == "CACHED"
-    assert runner.run_cell(cfg_for("force=true")).status == "FINISHED"
-    assert runner.run_cell(cfg_for("seed=1")).status == "FINISHED"
+    assert cell_run.run_cell(cfg_for()).status == "CACHED"
+    assert cell_run.run_cell(cfg_for("force=true")).status == "FINISHED"
+    assert cell_run.run_cell(cfg_for("seed=1")).status == "FINISHED"
     assert len(calls) == 3 and calls[0] == calls[1] != calls[2]
     cfg_for.inputs.inputs_hash = "i1"  # an edited benchmark, a replaced image, new weights
-    assert runner.run_cell(cfg_for()).status == "FINISHED"
+    assert cell_run.run_cell(cfg_for()).status == "FINISHED"
     assert len(calls) == 4
     client = MlflowClient(cfg_for().tracking.uri)
     run = client.get_run(first.run_id)
@@ -75,9 +75,9 @@ def test_a_detectors_warnings_are_logged_tagged_and_printed(cfg_for, monkeypatch
         result.warnings.extend(["tau = 0 is degenerate", "second warning"])
         return dict(result.metrics), result
 
-    monkeypatch.setattr(runner, "evaluate", evaluate)
+    monkeypatch.setattr(cell_run, "evaluate", evaluate)
     with caplog.at_level("WARNING", logger="medexp"):
-        outcome = runner.run_cell(cfg_for())
+        outcome = cell_run.run_cell(cfg_for())
     assert outcome.status == "FINISHED" and outcome.warnings == ("tau = 0 is degenerate", "second warning")
     assert outcome.summary().endswith("\n  WARNING: tau = 0 is degenerate\n  WARNING: second warning")
     assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
@@ -91,13 +91,13 @@ def test_a_crash_ends_the_run_failed_and_ctrl_c_killed(cfg_for, monkeypatch, err
     def evaluate(cfg, seed, inputs):
         raise error
 
-    monkeypatch.setattr(runner, "evaluate", evaluate)
+    monkeypatch.setattr(cell_run, "evaluate", evaluate)
     if isinstance(error, Exception):
-        outcome = runner.run_cell(cfg_for())
+        outcome = cell_run.run_cell(cfg_for())
         assert outcome.status == "FAILED" and "bad scores" in outcome.summary()
     else:
         with pytest.raises(KeyboardInterrupt):
-            runner.run_cell(cfg_for())
+            cell_run.run_cell(cfg_for())
     client = MlflowClient(cfg_for().tracking.uri)
     (run,) = client.search_runs([client.get_experiment_by_name("medexp").experiment_id])
     if isinstance(error, Exception):
@@ -107,16 +107,16 @@ def test_a_crash_ends_the_run_failed_and_ctrl_c_killed(cfg_for, monkeypatch, err
         assert run.info.status == "KILLED"
         assert run.data.tags["medexp.signal"] == "SIGINT"
     # A failed or killed cell is never reused as finished.
-    monkeypatch.setattr(runner, "evaluate", lambda cfg, seed, inputs: (_fake_result(0.5).metrics, _fake_result(0.5)))
-    assert runner.run_cell(cfg_for()).status == "FINISHED"
+    monkeypatch.setattr(cell_run, "evaluate", lambda cfg, seed, inputs: (_fake_result(0.5).metrics, _fake_result(0.5)))
+    assert cell_run.run_cell(cfg_for()).status == "FINISHED"
 
 
 def test_a_benchmark_that_cannot_be_loaded_ends_the_run_failed(cfg_for, monkeypatch):
     def missing(cfg, cache_dir):
         raise FileNotFoundError("benchmark 'demo': no test.jsonl")
 
-    monkeypatch.setattr(runner, "load_inputs", missing)
-    outcome = runner.run_cell(cfg_for())
+    monkeypatch.setattr(cell_run, "load_inputs", missing)
+    outcome = cell_run.run_cell(cfg_for())
     assert outcome.status == "FAILED" and "no test.jsonl" in outcome.error
 
 
@@ -128,9 +128,9 @@ def test_a_benchmark_that_cannot_be_loaded_ends_the_run_failed(cfg_for, monkeypa
 def test_bad_values_fail_before_anything_is_loaded_or_tracked(cfg_for, monkeypatch, override, message):
     from medexp.config.ranges import ConfigRangeError
 
-    monkeypatch.setattr(runner, "load_inputs", lambda cfg, cache_dir: pytest.fail("inputs loaded"))
+    monkeypatch.setattr(cell_run, "load_inputs", lambda cfg, cache_dir: pytest.fail("inputs loaded"))
     with pytest.raises(ConfigRangeError) as raised:
-        runner.run_cell(cfg_for(override))
+        cell_run.run_cell(cfg_for(override))
     assert message in str(raised.value)
     assert not (cfg_for().tracking.uri.removeprefix("sqlite:///") and
                 Path(cfg_for().tracking.uri.removeprefix("sqlite:///")).exists())

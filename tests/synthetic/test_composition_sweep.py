@@ -9,7 +9,7 @@ import pytest
 from medexp.benchmarks.synthetic import easiness_sampler
 from medexp.config import compose
 from medexp.detectors import DetectorResult, composition_sweep_detector
-from medexp.runner import CellOutcome
+from medexp.runner.cell_run import CellOutcome
 from medexp.runner.evaluate import evaluate
 from tests.synthetic.world import fixed_easiness, sweep_config
 

@@ -21,16 +21,15 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from medexp.config.schemas import MedvigilConfig, ModelFamily
+from medexp.config.schemas import ModelFamily
 from medexp.detectors.base import DetectorResult
-from medexp.runner.evaluate import CellContext, evaluator
-from medexp.runner.mmdetect_evaluators import answers, gated, probe_seed, require_probes, with_answer_counts
+from medexp.evaluators.answering import answers, gated, probe_seed, require_probes, with_answer_counts
+from medexp.evaluators.context import CellContext
 
 PROBE_IMAGE_STORE = "probe_images"  # under the cache: derived probe images, content-addressed
 
 
-@evaluator(MedvigilConfig)
-def _medvigil(ctx: CellContext) -> DetectorResult:
+def medvigil(ctx: CellContext) -> DetectorResult:
     from medexp.detectors.medvigil import evaluate_medvigil, probe_facts
 
     probe_set = medvigil_probe_set(ctx)

@@ -24,15 +24,14 @@ from collections import Counter
 import numpy as np
 
 from medexp.benchmarks.base import Example
-from medexp.config.schemas import MembershipConfig, MemorizationConfig
 from medexp.detectors.base import DetectorResult
-from medexp.runner.evaluate import CellContext, evaluator, model_cache_key
+from medexp.evaluators.context import CellContext
+from medexp.models.keys import model_cache_key
 
 log = logging.getLogger("medexp")
 
 
-@evaluator(MemorizationConfig)
-def _memorization(ctx: CellContext) -> DetectorResult:
+def memorization(ctx: CellContext) -> DetectorResult:
     from medexp.detectors import memorization_detector
 
     inputs = DifferentialInputs(ctx)
@@ -44,8 +43,7 @@ def _memorization(ctx: CellContext) -> DetectorResult:
     return result
 
 
-@evaluator(MembershipConfig)
-def _membership(ctx: CellContext) -> DetectorResult:
+def membership(ctx: CellContext) -> DetectorResult:
     from medexp.detectors import membership_detector
 
     inputs = DifferentialInputs(ctx)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import functools
 import logging
 
-from medexp.config.schemas import LossConfig, MinkTailConfig, TopKJaccardConfig
 from medexp.detectors.base import DetectorResult
-from medexp.runner.evaluate import CellContext, evaluator, model_cache_key
+from medexp.evaluators.context import CellContext
+from medexp.models.keys import model_cache_key
 
 log = logging.getLogger("medexp")
 
@@ -64,22 +64,19 @@ def _reference_scores(ctx: CellContext, reference):
     return example_scores(scorer, model_cache_key(reference, ctx.cache_dir), ctx.examples, ctx.cache_dir)
 
 
-@evaluator(MinkTailConfig)
-def _mink_tail(ctx: CellContext) -> DetectorResult:
+def mink_tail(ctx: CellContext) -> DetectorResult:
     from medexp.detectors import mink_tail_detector
 
     return mink_tail_detector(cohort_scores(ctx), ctx.cfg.detector, ctx.seed, ctx.benchmark.frame())
 
 
-@evaluator(TopKJaccardConfig)
-def _topk_jaccard(ctx: CellContext) -> DetectorResult:
+def topk_jaccard(ctx: CellContext) -> DetectorResult:
     from medexp.detectors import topk_jaccard_detector
 
     return topk_jaccard_detector(cohort_scores(ctx), ctx.cfg.detector)
 
 
-@evaluator(LossConfig)
-def _loss(ctx: CellContext) -> DetectorResult:
+def loss(ctx: CellContext) -> DetectorResult:
     from medexp.detectors import loss_detector
 
     return loss_detector(cohort_scores(ctx), ctx.cfg.detector, ctx.seed, ctx.benchmark.frame())

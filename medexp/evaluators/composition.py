@@ -6,13 +6,12 @@ the calibration model's score tables instead of scored models.
 
 from __future__ import annotations
 
-from medexp.config.schemas import CompositionSweepConfig, ControlKind
+from medexp.config.schemas import ControlKind
 from medexp.detectors.base import DetectorResult
-from medexp.runner.evaluate import CellContext, evaluator
+from medexp.evaluators.context import CellContext
 
 
-@evaluator(CompositionSweepConfig)
-def _composition_sweep(ctx: CellContext) -> DetectorResult:
+def composition_sweep(ctx: CellContext) -> DetectorResult:
     """Fresh benchmarks drawn like bench.synthetic, noise as control.noise_sd, seeded by the cell."""
     from medexp.benchmarks.synthetic import easiness_sampler, synthetic_parameters
     from medexp.detectors import composition_sweep_detector

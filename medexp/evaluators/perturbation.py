@@ -8,16 +8,15 @@ from __future__ import annotations
 import functools
 import logging
 
-from medexp.config.schemas import PerturbationGapConfig
 from medexp.detectors.base import DetectorResult
-from medexp.runner.evaluate import CellContext, evaluator, model_cache_key
-from medexp.runner.mmdetect_evaluators import answers, gated, with_answer_counts
+from medexp.evaluators.answering import answers, gated, with_answer_counts
+from medexp.evaluators.context import CellContext
+from medexp.models.keys import model_cache_key
 
 log = logging.getLogger("medexp")
 
 
-@evaluator(PerturbationGapConfig)
-def _perturbation_gap(ctx: CellContext) -> DetectorResult:
+def perturbation_gap(ctx: CellContext) -> DetectorResult:
     from medexp.benchmarks.twins import pair_twins
     from medexp.detectors.answer_arms import probe_facts
     from medexp.detectors.perturbation_gap import perturbation_gap_detector

@@ -1,0 +1,47 @@
+"""What an evaluator is handed: the cell's config, seed, examples and cache, and its model on demand."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from omegaconf import DictConfig
+
+from medexp.benchmarks.base import Benchmark, Example
+from medexp.detectors.base import DetectorResult
+from medexp.models.keys import model_cache_key
+
+
+@dataclass
+class CellContext:
+    """Everything an evaluator may use; the model is loaded only when a score is not cached."""
+
+    cfg: DictConfig
+    seed: int
+    benchmark: Benchmark
+    examples: list[Example]  # released order until the control has chosen its examples and order
+    cache_dir: Path
+    # Model configs joining detector.cohort as references (external baselines; when a baseline
+    # is the audited model, the cell's own model too). Entries naming the target are skipped.
+    cohort_additions: list[DictConfig] = field(default_factory=list)
+    corpus: Benchmark | None = None  # image_nn's reference corpus, loaded with the cell's inputs
+    twin: Benchmark | None = None  # perturbation_gap: the bench's perturbed twin, loaded with the cell's inputs
+
+    @functools.cached_property
+    def model_key(self) -> dict:
+        return model_cache_key(self.cfg.model, self.cache_dir)
+
+    @functools.cached_property
+    def _scorer(self):
+        from medexp.models import load_scorer
+
+        return load_scorer(self.cfg.model, self.cache_dir)
+
+    def scorer(self):
+        return self._scorer
+
+
+# An evaluator: fetches the score tables or answers its detector needs and calls the detector.
+Evaluator = Callable[[CellContext], DetectorResult]

@@ -1,0 +1,166 @@
+"""Run one cell end to end: benchmark -> control -> scores -> detector -> MLflow run."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from medexp.cell import Cell
+from medexp.hashing import stable_hash
+from medexp.portable import kernel_settings
+from medexp.runner.evaluate import check_cell, evaluate
+from medexp.runner.inputs import load_inputs
+from medexp.runner.signals import signal_name, signals_raise
+
+log = logging.getLogger("medexp")
+
+# Config sections that do not change a cell's result; left out of its fingerprint.
+_RUN_NEUTRAL_KEYS = ("force", "paths", "tracking")
+
+
+@dataclass(frozen=True)
+class CellOutcome:
+    cell_key: str
+    run_id: str | None  # None only when the tracking store failed before the run was opened
+    status: str  # FINISHED, FAILED or CACHED (a finished run with this key already existed)
+    metrics: dict[str, float]
+    error: str | None = None
+    warnings: tuple[str, ...] = ()  # the detector's warnings (a degenerate threshold, ...)
+
+    def summary(self) -> str:
+        if self.status == "FAILED":
+            return f"{self.cell_key}  FAILED: {self.error}  run_id={self.run_id}"
+        reused = "  (tracked earlier; force=true recomputes)" if self.status == "CACHED" else ""
+        if "p_value" not in self.metrics:  # a descriptive result (e.g. composition_sweep): no test, all its metrics
+            values = "  ".join(f"{name}={value:.4g}" for name, value in sorted(self.metrics.items()))
+            return f"{self.cell_key}  descriptive  {values}  run_id={self.run_id}{reused}"
+        flag = bool(self.metrics.get("flag", 0.0))
+        warned = "".join(f"\n  WARNING: {warning}" for warning in self.warnings)
+        return f"{self.cell_key}  p_value={self.metrics['p_value']:.4g}  flag={flag}  run_id={self.run_id}{reused}{warned}"
+
+
+def run_cell(cfg: DictConfig, parent_run_id: str | None = None, tracker=None) -> CellOutcome:
+    """Run (or reuse) the cell described by a composed medexp config; never raises for cell errors.
+
+    A bad config value raises :class:`~medexp.config.ranges.ConfigRangeError` before anything is
+    loaded. ``parent_run_id`` nests a computed run under a sweep's parent run; a reused (CACHED)
+    run keeps the parent it was computed under. ``tracker``: a ``medexp.tracking.Tracker`` of
+    ``cfg.tracking`` already open (a sweep cell has one); by default one is opened here.
+    A signal (SIGINT, SIGTERM, SIGHUP) ends the run KILLED and is raised again.
+    """
+    from medexp.answers.coverage import TooFewAnswers
+    from medexp.config.ranges import validate
+    from medexp.tracking import Tracker
+
+    validate(cfg)
+    cell = Cell.from_config(cfg)
+    tracker = tracker or Tracker(cfg.tracking, cfg.paths.root)
+    tracker.reconcile()  # runs left RUNNING by a killed process or a lost node
+    resolved = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    # Same key but other settings (seed, permutations, ...) or another medexp version is another
+    # computation.
+    fingerprint = stable_hash(
+        {"medexp": _version(), **{k: v for k, v in resolved.items() if k not in _RUN_NEUTRAL_KEYS}}
+    )
+    with signals_raise(), _cell_lock(cfg, cell, fingerprint):
+        inputs, load_error = None, None
+        try:
+            check_cell(cfg)
+            inputs = load_inputs(cfg, cfg.paths.cache_dir)
+        except Exception as error:  # recorded as the cell's FAILED run below
+            load_error = error
+        if inputs is not None and not cfg.force:
+            done = _reusable(tracker.find_finished(cell.key, fingerprint, inputs.inputs_hash), cell)
+            if done is not None:
+                return CellOutcome(cell.key, done.run_id, "CACHED", done.metrics)
+        tags = {
+            "medexp.model": cell.model,
+            "medexp.bench": cell.bench,
+            "medexp.detector": cell.detector,
+            "medexp.control": cell.control,
+            "medexp.cell_key": cell.key,
+            "medexp.family": str(cfg.family),
+            "medexp.version": _version(),
+            "medexp.seed": str(cell.seed(cfg.seed)),
+            "medexp.config_hash": fingerprint,
+            **({"medexp.bench_hash": inputs.bench_hash, "medexp.inputs_hash": inputs.inputs_hash} if inputs else {}),
+        }
+        run_id = tracker.start(cell.key, tags, _flatten(resolved), parent_run_id=parent_run_id)
+        try:
+            with tracker.heartbeat(run_id):
+                tracker.log_files(run_id, {"config.yaml": OmegaConf.to_yaml(resolved)})
+                if load_error is not None:
+                    raise load_error
+                metrics, files, warnings = _compute(cfg, cell, inputs)
+                # after the work, so the kernels torch chose for it are known
+                tracker.set_tags(run_id, {f"medexp.kernel.{name}": value for name, value in kernel_settings().items()})
+                tracker.log_metrics(run_id, metrics)
+                tracker.log_files(run_id, files)
+                if warnings:
+                    for warning in warnings:
+                        log.warning("cell %s: %s", cell.key, warning)
+                    tracker.set_tags(run_id, {"medexp.warnings": "\n".join(warnings)})
+            tracker.finish(run_id)
+        except BaseException as error:
+            interrupted = signal_name(error)
+            if interrupted is not None:
+                tracker.kill(run_id, f"interrupted by {interrupted}", interrupted)
+                raise
+            if isinstance(error, TooFewAnswers):  # no verdict, but the counts of what was and was not answered
+                tracker.log_metrics(run_id, error.metrics)
+                tracker.set_tags(run_id, {"medexp.warnings": str(error)})
+            tracker.fail(run_id, error)
+            if not isinstance(error, Exception):
+                raise
+            log.exception("cell %s failed", cell.key)  # one cell's failure never stops a sweep
+            return CellOutcome(cell.key, run_id, "FAILED", {}, f"{type(error).__name__}: {error}")
+    return CellOutcome(cell.key, run_id, "FINISHED", metrics, warnings=tuple(warnings))
+
+
+def _reusable(done, cell: Cell):
+    """A tracked finished run, unless probes of it got no answer: its rerun asks them again."""
+    if done is not None and done.metrics.get("n_errors", 0.0) > 0:
+        log.info("cell %s: run %s left %d probe(s) without an answer; computing the cell again (only those "
+                 "probes are asked)", cell.key, done.run_id, int(done.metrics["n_errors"]))
+        return None
+    return done
+
+
+def _compute(cfg: DictConfig, cell: Cell, inputs) -> tuple[dict[str, float], dict[str, object], list[str]]:
+    """The cell's metrics, artefact files (figures, tables) and the detector's warnings."""
+    metrics, result = evaluate(cfg, cell.seed(cfg.seed), inputs)
+    files: dict[str, object] = {f"{name}.png": figure for name, figure in result.figures.items()}
+    if result.table is not None:
+        files[f"{result.table_name}.parquet"] = result.table
+    files.update({f"{name}.parquet": table for name, table in result.extra_tables.items()})
+    return metrics, files, result.warnings
+
+
+def _cell_lock(cfg: DictConfig, cell: Cell, fingerprint: str):
+    """A file lock per cell and settings: two processes starting the same cell compute it once
+    (the second waits, then finds the first one's finished run)."""
+    from filelock import FileLock
+
+    locks = Path(cfg.paths.cache_dir) / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(locks / f"cell-{stable_hash([cell.key, fingerprint], length=24)}.lock"))
+
+
+def _flatten(tree, prefix: str = "") -> dict[str, object]:
+    flat: dict[str, object] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _version() -> str:
+    from medexp import __version__
+
+    return __version__
