@@ -111,7 +111,7 @@ def fake_scores(monkeypatch):
 
     monkeypatch.setattr("medexp.scoring.example_scores", example_scores)
     # a weights fingerprint would build each demo model: its name stands for its weights here
-    monkeypatch.setattr("medexp.models.weights_fingerprint", lambda model_cfg, cache_dir: model_cfg.name)
+    monkeypatch.setattr("medexp.models.keys.weights_fingerprint", lambda model_cfg, cache_dir: model_cfg.name)
     return scored
 
 
