@@ -5,7 +5,7 @@
 # as on CUDA GPUs; a CPU-only torch index has no torchvision to match, which open_clip needs.
 # lock-constraints.txt caps them at the newest releases the project's machines install (torch
 # 2.14.1, torchvision 0.29.1), so that the lock installs there. The demo models train differently
-# under another torch: after raising the caps, rerun the demo and update the README's figures.
+# under another torch: after raising the caps, rerun the demo and update the figures of the README and docs/ (docs/demo.md holds the demo's tables).
 # By default the pins already in the lock are kept (a new dependency is added beside them);
 # `scripts/lock.sh --upgrade` moves every pin to the newest release the constraints allow.
 set -euo pipefail
