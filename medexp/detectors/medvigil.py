@@ -75,9 +75,8 @@ import numpy as np
 import pandas as pd
 
 from medexp.answers.table import RESPONSE_COLUMNS, Status, check_response_table
-from medexp.probes.base import LETTERS
-from medexp.probes.options import normalise
-from medexp.probes.tiers import TIERS
+from medexp.benchmarks.options import LETTERS, normalise
+from medexp.config.tiers import TIERS
 from medexp.stats.bootstrap import N_RESAMPLES, cluster_bootstrap
 
 KIND_ALIASES = {"tcf": "paraphrase", "halluc_trap": "false_premise"}

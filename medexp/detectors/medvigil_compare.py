@@ -28,8 +28,8 @@ import pandas as pd
 from scipy import stats
 
 from medexp.answers.table import Status
+from medexp.benchmarks.options import LETTERS
 from medexp.detectors.medvigil import ERRORS_WRONG, metric_statistic, case_totals, letter_preference
-from medexp.probes.base import LETTERS
 from medexp.hashing import derive_seed
 from medexp.stats.bootstrap import N_RESAMPLES, paired_cluster_bootstrap
 from medexp.stats.paired_swap import paired_swap_test

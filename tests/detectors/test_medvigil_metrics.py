@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from medexp.benchmarks.options import LETTERS
 from medexp.detectors.medvigil import (
     ERRORS_EXCLUDED,
     ERRORS_WRONG,
@@ -22,7 +23,6 @@ from medexp.detectors.medvigil import (
     sensitivity_table,
     status_counts,
 )
-from medexp.probes.base import LETTERS
 from tests.detectors.medvigil_tables import CASES, OPTIONS, build, make_probe, reply
 
 
