@@ -20,10 +20,6 @@ from medexp.config.schemas import DType
 
 log = logging.getLogger(__name__)
 
-# Bump when a change alters any score, so cached tables are recomputed.
-# v2: prompts from a chat template are tokenised without the tokenizer's own special tokens.
-SCORING_VERSION = "scoring-v2"
-
 Item = TypeVar("Item")
 
 
