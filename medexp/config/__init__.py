@@ -43,11 +43,21 @@ def quiet_launcher_schema_warning() -> None:
     )
 
 
+def prepare_hydra() -> None:
+    """Register medexp's schemas and its ``medexp.root`` resolver with Hydra and quiet the launcher
+    warning (idempotent): called wherever medexp composes or resolves a config, before Hydra reads
+    conf/ (the entry points, :func:`compose`), since importing medexp registers nothing."""
+    register_schemas()
+    register_resolvers()
+    quiet_launcher_schema_warning()
+
+
 def compose(overrides: list[str] | None = None, config_name: str = "config"):
     """Compose the medexp config outside ``python -m medexp`` (tests, notebooks)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
+    prepare_hydra()
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         return hydra_compose(config_name=config_name, overrides=list(overrides or []))
 
@@ -70,6 +80,7 @@ def _group_config(group: str, name: str):
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import MissingConfigException
 
+    prepare_hydra()
     try:
         if GlobalHydra.instance().is_initialized():
             from hydra import compose as hydra_compose
@@ -85,6 +96,7 @@ __all__ = [
     "compose",
     "conf_dir",
     "model_config",
+    "prepare_hydra",
     "project_root",
     "quiet_launcher_schema_warning",
     "register_resolvers",

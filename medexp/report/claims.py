@@ -234,8 +234,9 @@ def _hydra():
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from medexp.config import conf_dir
+    from medexp.config import conf_dir, prepare_hydra
 
     if GlobalHydra.instance().is_initialized():
         return nullcontext()
+    prepare_hydra()
     return initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3")
