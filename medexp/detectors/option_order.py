@@ -44,8 +44,8 @@ from medexp.detectors.answer_arms import (
     strata_table,
 )
 from medexp.detectors.base import DetectorResult
-from medexp.detectors.medvigil import letter_preference
 from medexp.detectors.medvigil_compare import letter_preference_test
+from medexp.detectors.medvigil_tables import letter_preference
 from medexp.hashing import derive_seed
 from medexp.probes.choice import OPTION_SHUFFLE, ORIGINAL
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from medexp.benchmarks.options import LETTERS
-from medexp.detectors.medvigil import medvigil_intervals, probe_facts, scored_table, sensitivity_table
+from medexp.detectors.medvigil import probe_facts, scored_table
+from medexp.detectors.medvigil_metrics import medvigil_intervals, sensitivity_table
 from medexp.detectors.medvigil_compare import (
     letter_preference_test,
     paired_difference,
