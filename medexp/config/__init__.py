@@ -43,13 +43,13 @@ def quiet_launcher_schema_warning() -> None:
     )
 
 
-def prepare_hydra() -> None:
-    """Register medexp's schemas and its ``medexp.root`` resolver with Hydra and quiet the launcher
-    warning (idempotent): called wherever medexp composes or resolves a config, before Hydra reads
-    conf/ (the entry points, :func:`compose`), since importing medexp registers nothing."""
-    register_schemas()
-    register_resolvers()
-    quiet_launcher_schema_warning()
+# config registers its schemas and resolver with Hydra itself, when it is first imported, in every
+# process, rather than where medexp composes: a launcher's worker process re-composes the job's
+# config and resolves ``hydra.sweep.dir`` (which names ``${medexp.root:}``) before any code of the
+# job runs, having imported medexp.config only by unpickling the job's callbacks (medexp.config.gate).
+register_schemas()
+register_resolvers()
+quiet_launcher_schema_warning()
 
 
 def compose(overrides: list[str] | None = None, config_name: str = "config"):
@@ -57,7 +57,6 @@ def compose(overrides: list[str] | None = None, config_name: str = "config"):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    prepare_hydra()
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         return hydra_compose(config_name=config_name, overrides=list(overrides or []))
 
@@ -80,7 +79,6 @@ def _group_config(group: str, name: str):
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import MissingConfigException
 
-    prepare_hydra()
     try:
         if GlobalHydra.instance().is_initialized():
             from hydra import compose as hydra_compose
@@ -96,7 +94,6 @@ __all__ = [
     "compose",
     "conf_dir",
     "model_config",
-    "prepare_hydra",
     "project_root",
     "quiet_launcher_schema_warning",
     "register_resolvers",

@@ -234,9 +234,8 @@ def _hydra():
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from medexp.config import conf_dir, prepare_hydra
+    from medexp.config import conf_dir
 
     if GlobalHydra.instance().is_initialized():
         return nullcontext()
-    prepare_hydra()
     return initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3")

@@ -8,7 +8,7 @@ import pytest
 from omegaconf import OmegaConf
 from omegaconf.errors import ValidationError
 
-from medexp.config import compose, prepare_hydra
+from medexp.config import compose
 from medexp.config.schemas import AnswerConfig, AnswerMode, FreeTextMetric, ModelFamily, check_answer_config
 from tests.conftest import run_medexp
 
@@ -24,7 +24,6 @@ def test_defaults_are_greedy_short_and_strict():
 def test_the_schema_is_registered_and_typed():
     from hydra.core.config_store import ConfigStore
 
-    prepare_hydra()
     assert "answer.yaml" in ConfigStore.instance().list("schema")
     node = OmegaConf.structured(AnswerConfig)
     with pytest.raises(ValidationError, match="temperature"):

@@ -9,7 +9,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.plugins import Plugins
 from omegaconf import OmegaConf
 
-from medexp.config import conf_dir, prepare_hydra
+from medexp.config import conf_dir
 
 Plugins.instance()  # the plugin scan first, so the sweeper module imported below is Hydra's
 
@@ -25,7 +25,6 @@ REPLICATES = "demo_replicates"
 
 
 def _jobs(experiment: str) -> list[list[str]]:
-    prepare_hydra()
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         base = compose("config", [f"experiment={experiment}"], return_hydra_config=True)
         grid = OmegaConf.to_container(base.hydra.sweeper.grid, resolve=True)
@@ -34,7 +33,6 @@ def _jobs(experiment: str) -> list[list[str]]:
 
 
 def _compose(experiment: str, jobs: list[list[str]]):
-    prepare_hydra()
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         return [compose("config", [f"experiment={experiment}", *job]) for job in jobs]
 
@@ -143,7 +141,6 @@ def test_demo_replicates_costs_20_models_against_the_fixed_demo_cohort(replicate
 def test_split_overlap_checks_the_test_split_against_each_overlap_split_of_the_same_release():
     cells = _cells("split_overlap")  # the default bench: the offline demo, test against train
     assert [(cfg.detector.corpus.source.name, cfg.detector.corpus.source.split) for cfg in cells] == [("demo", "train")]
-    prepare_hydra()
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         cell = ["model=none", "detector=image_nn", "corpus@detector.corpus=bench_split", "embedder@detector.embedder=phash"]
         slake = [compose("config", ["experiment=split_overlap", *cell, "bench=slake", "bench.root=/data/slake",

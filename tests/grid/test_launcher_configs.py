@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from medexp.config import conf_dir, prepare_hydra
+from medexp.config import conf_dir
 from tests.conftest import run_medexp
 
 LAUNCHERS = Path(conf_dir()) / "hydra" / "launcher"
@@ -21,7 +21,6 @@ pytestmark = pytest.mark.filterwarnings(
 def hydra_config(*overrides: str):
     from hydra import compose, initialize_config_dir
 
-    prepare_hydra()
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         return compose(config_name="config", overrides=list(overrides), return_hydra_config=True).hydra
 

@@ -52,9 +52,8 @@ def test_summary_without_failures_is_ok_and_without_a_job_list_counts_what_repor
 def sweep_config(tmp_path: Path, tracking_uri: str):
     from hydra import compose, initialize_config_dir
 
-    from medexp.config import conf_dir, prepare_hydra
+    from medexp.config import conf_dir
 
-    prepare_hydra()
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         overrides = [f"hydra.sweep.dir={tmp_path / 'sweep'}", f"tracking.uri={tracking_uri}"]
         return compose(config_name="config", overrides=overrides, return_hydra_config=True)
