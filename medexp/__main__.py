@@ -3,7 +3,6 @@
 import hydra
 from omegaconf import DictConfig
 
-import medexp  # noqa: F401  (registers schemas and resolvers before Hydra composes)
 from medexp.config import conf_dir
 
 

@@ -279,7 +279,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     status = 0
     try:
-        import medexp  # noqa: F401  (registers the config schemas)
         from medexp.benchmarks import TooManySkipped, load_benchmark_from_config
         from medexp.config import compose
 

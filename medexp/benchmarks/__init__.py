@@ -13,25 +13,26 @@ from medexp.benchmarks.skips import IMAGE_TASK, QUESTION_TASK, TooManySkipped, c
 log = logging.getLogger(__name__)
 
 
-# format -> "module:function" loading it; modules are imported only when used.
-_LOADERS = {
-    "local": "local:load",
-    "demo": "local:load_demo",
-    "slake": "slake:load",
-    "hf_parquet": "hf_parquet:load",
-    "vqa_rad": "vqa_rad:load",
-    "vqa_rad_osf": "vqa_rad:load_osf",
-    "pathvqa": "pathvqa:load",
-    "omnimedvqa": "omnimedvqa:load",
-    "image_set": "image_sets:load",
-    "pmc_oa": "pmc_oa:load",
-    "demo_corpus": "demo_corpus:load",
-    "synthetic": "synthetic:load",
-    "medvigil": "medvigil:load",
-    "image_folder": "classification:load_image_folder",
-    "image_csv": "classification:load_image_csv",
-    "demo_classes": "classification:load_demo_classes",
-    "vlmevalkit_tsv": "vlmevalkit_tsv:load",
+# format -> "module:function" loading it; modules are imported only when used. The generated
+# formats' loaders live with their generator (medexp.demo.loaders).
+LOADERS = {
+    "local": "medexp.benchmarks.local:load",
+    "demo": "medexp.demo.loaders:load_demo",
+    "slake": "medexp.benchmarks.slake:load",
+    "hf_parquet": "medexp.benchmarks.hf_parquet:load",
+    "vqa_rad": "medexp.benchmarks.vqa_rad:load",
+    "vqa_rad_osf": "medexp.benchmarks.vqa_rad:load_osf",
+    "pathvqa": "medexp.benchmarks.pathvqa:load",
+    "omnimedvqa": "medexp.benchmarks.omnimedvqa:load",
+    "image_set": "medexp.benchmarks.image_sets:load",
+    "pmc_oa": "medexp.benchmarks.pmc_oa:load",
+    "demo_corpus": "medexp.demo.loaders:load_demo_corpus",
+    "synthetic": "medexp.benchmarks.synthetic:load",
+    "medvigil": "medexp.benchmarks.medvigil:load",
+    "image_folder": "medexp.benchmarks.classification:load_image_folder",
+    "image_csv": "medexp.benchmarks.classification:load_image_csv",
+    "demo_classes": "medexp.demo.loaders:load_demo_classes",
+    "vlmevalkit_tsv": "medexp.benchmarks.vlmevalkit_tsv:load",
 }
 _HUB_FORMATS = ("slake", "hf_parquet", "vqa_rad", "pathvqa", "omnimedvqa", "image_set", "pmc_oa", "medvigil")
 # Formats whose rows are images without questions (corpora): their examples need no text field.
@@ -110,7 +111,7 @@ def load_benchmark_from_config(bench_cfg, cache_dir: str | Path, needs: Iterable
     from medexp.registry import import_object
 
     fmt = check_bench_config(bench_cfg)
-    load = import_object(f"medexp.benchmarks.{_LOADERS[fmt]}")
+    load = import_object(LOADERS[fmt])
     log.info("bench=%s: loading split %s (format %s)", bench_cfg.name, bench_cfg.split, fmt)
     benchmark = requiring(load(bench_cfg, Path(cache_dir)), task_needs(bench_cfg, needs))
     if benchmark.layout is None:  # a format with a single layout

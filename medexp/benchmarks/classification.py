@@ -8,7 +8,7 @@
   Released order: the file's row order. HAM10000 is the documented example:
   ``HAM10000_metadata.csv`` with ``image_id`` and ``dx``, images ``<image_id>.jpg`` in
   ``HAM10000_images_part_1`` and ``HAM10000_images_part_2``.
-* ``demo_classes``: the generated demo set, in the image_folder layout.
+* ``demo_classes``: the generated demo set, in the image_folder layout (loaded by :mod:`medexp.demo.loaders`).
 
 A classifier reads no text, so the question is ``""``. ``meta`` holds ``label`` (the class) and
 ``class_frequency`` (the class's share of the split's usable examples), plus the CSV's other
@@ -38,16 +38,6 @@ def load_image_folder(bench_cfg, cache_dir: Path) -> Benchmark:
     if not bench_cfg.root:
         raise ValueError(f"bench={bench_cfg.name}: set bench.root=/path/to/{bench_cfg.name} (format image_folder)")
     return image_folder(bench_cfg.name, Path(bench_cfg.root).expanduser(), bench_cfg.split, bench_cfg.max_examples)
-
-
-def load_demo_classes(bench_cfg, cache_dir: Path) -> Benchmark:
-    """The generated demo classification set, written into the cache on first use."""
-    from medexp.config.schemas import DemoClassesConfig
-    from medexp.demo.cache import demo_classes_root
-
-    settings = bench_cfg.demo_classes if bench_cfg.demo_classes is not None else DemoClassesConfig()
-    root = demo_classes_root(settings, cache_dir)
-    return image_folder(bench_cfg.name, root / "images", bench_cfg.split, bench_cfg.max_examples)
 
 
 def image_folder(name: str, root: Path, split: str, max_examples: int | None = None) -> Benchmark:

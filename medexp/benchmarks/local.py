@@ -25,14 +25,6 @@ def load(bench_cfg, cache_dir: Path) -> Benchmark:
                       bench_cfg.allow_outside_root)
 
 
-def load_demo(bench_cfg, cache_dir: Path) -> Benchmark:
-    """The offline demo benchmark, generated into the cache on first use."""
-    from medexp.demo.cache import demo_benchmark_root
-
-    root = demo_benchmark_root(bench_cfg.demo, cache_dir)
-    return load_local(bench_cfg.name, root, bench_cfg.split, bench_cfg.max_examples)
-
-
 def load_local(
     name: str, root: Path, split: str, max_examples: int | None = None, allow_outside_root: bool = False,
 ) -> Benchmark:

@@ -33,7 +33,7 @@ from typing import Iterator, Optional
 from medexp.benchmarks.base import Benchmark
 from medexp.benchmarks.records import MALFORMED_ROW, MISSING_ID, SourceRow, assemble, problem_row, split_file
 from medexp.benchmarks.roi import RoiBox
-from medexp.probes.tiers import check_tier
+from medexp.config.tiers import check_tier
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Sequence
 
 from medexp.benchmarks.base import Benchmark, Example, SkippedExample
-from medexp.probes.options import normalise
+from medexp.benchmarks.options import normalise
 
 log = logging.getLogger(__name__)
 

@@ -45,10 +45,10 @@ from typing import Iterator, Optional
 
 from medexp.benchmarks.base import Benchmark
 from medexp.benchmarks.images import CORRUPT_IMAGE, MISSING_IMAGE, image_store, store_image_bytes
+from medexp.benchmarks.options import LETTERS
 from medexp.benchmarks.records import (
     MALFORMED_ROW, RowProblem, SourceRow, assemble, problem_row, required_text, split_file, text_field,
 )
-from medexp.probes.base import LETTERS
 
 INDEX, QUESTION, ANSWER, IMAGE, IMAGE_PATH = "index", "question", "answer", "image", "image_path"
 _REQUIRED = (INDEX, QUESTION, ANSWER)

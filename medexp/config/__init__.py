@@ -43,6 +43,15 @@ def quiet_launcher_schema_warning() -> None:
     )
 
 
+# config registers its schemas and resolver with Hydra itself, when it is first imported, in every
+# process, rather than where medexp composes: a launcher's worker process re-composes the job's
+# config and resolves ``hydra.sweep.dir`` (which names ``${medexp.root:}``) before any code of the
+# job runs, having imported medexp.config only by unpickling the job's callbacks (medexp.config.gate).
+register_schemas()
+register_resolvers()
+quiet_launcher_schema_warning()
+
+
 def compose(overrides: list[str] | None = None, config_name: str = "config"):
     """Compose the medexp config outside ``python -m medexp`` (tests, notebooks)."""
     from hydra import compose as hydra_compose

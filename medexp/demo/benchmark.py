@@ -23,9 +23,11 @@ from medexp.demo.directory import build_once
 from medexp.demo.scans import (
     MAX_LESIONS,
     MODALITIES,
+    NUMBER_WORDS,
     ORGANS,
     SIDES,
     ScanSpec,
+    answer_of,
     draw_scan,
     png_bytes,
     render_scan,
@@ -57,7 +59,6 @@ _ORGANS_FOR: dict[str, dict[str, float]] = {
 }
 _LESION_RATE = 0.5
 _COUNT_WEIGHTS = (0.5, 0.3, 0.2)
-NUMBER_WORDS: tuple[str, ...] = ("zero", "one", "two", "three")
 
 _CONTEXTS = (
     "in this follow-up study of {a} {age}-year-old",
@@ -319,38 +320,6 @@ def _descriptor(rng: np.random.Generator, spec: ScanSpec, hide_organ: bool) -> s
     if spec.modality == "X-Ray":
         return f"{_choice(rng, ('PA', 'AP', 'frontal', 'portable'))} chest X-Ray"
     return f"{_choice(rng, ('transverse', 'longitudinal', 'oblique', 'bedside'))} ultrasound"
-
-
-def answer_of(rule: str, spec: ScanSpec, candidate: Any) -> str:
-    """The answer ``rule`` gives about a scan (``candidate``: what a CLOSED question asks about)."""
-    yes_no = {True: "yes", False: "no"}
-    if rule == "modality":
-        return spec.modality
-    if rule in ("organ", "lesion_organ"):
-        return spec.organ
-    if rule == "status":
-        return "abnormal" if spec.lesion else "normal"
-    if rule == "finding":
-        return "focal lesion" if spec.lesion else "no abnormality"
-    if rule == "side":
-        return str(spec.lesion_side)
-    if rule == "count":
-        return NUMBER_WORDS[spec.lesion_count]
-    if rule == "has_lesion":
-        return yes_no[spec.lesion]
-    if rule == "is_healthy":
-        return yes_no[not spec.lesion]
-    if rule == "multiple":
-        return yes_no[spec.lesion_count > 1]
-    if rule == "modality_is":
-        return yes_no[candidate == spec.modality]
-    if rule == "organ_is":
-        return yes_no[candidate == spec.organ]
-    if rule == "side_is":
-        return yes_no[candidate == spec.lesion_side]
-    if rule == "count_is":
-        return yes_no[candidate == spec.lesion_count]
-    raise ValueError(f"unknown answer rule {rule!r}")
 
 
 def _candidate(rng: np.random.Generator, truth: Any, options: tuple[Any, ...]) -> Any:

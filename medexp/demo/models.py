@@ -138,7 +138,7 @@ def cloze_form(example, source, seed: int, epoch: int):
     from medexp.hashing import derive_seed
     from medexp.probes.base import Probe
     from medexp.probes.slots import SLOT_MASK, mask_word
-    from medexp.probes.wording import DEFAULT_MASK, DEFAULT_TEMPLATE
+    from medexp.config.wording import DEFAULT_MASK, DEFAULT_TEMPLATE
 
     keywords = source.keywords(example.question)
     if not keywords:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -23,6 +24,7 @@ MODALITIES: tuple[str, ...] = ("CT", "MRI", "X-Ray", "Ultrasound")
 ORGANS: tuple[str, ...] = ("brain", "lung", "liver", "kidney", "heart")
 SIDES: tuple[str, ...] = ("left", "right", "upper", "lower")
 MAX_LESIONS = 3
+NUMBER_WORDS: tuple[str, ...] = ("zero", "one", "two", "three")  # a lesion count in words
 
 Grid = np.ndarray
 Painted = tuple[np.ndarray, np.ndarray, float]  # pixels in [0, 1], where lesions may sit, lesion level
@@ -90,6 +92,38 @@ def draw_scan(spec: ScanSpec, size: int = 96) -> tuple[Image.Image, ScanLayout]:
             lesions.append(_box(blob))
     levels = np.rint(np.clip(pixels, 0.0, 1.0) * 255.0).astype(np.uint8)
     return Image.fromarray(levels), ScanLayout(_box(organ), tuple(lesions))
+
+
+def answer_of(rule: str, spec: ScanSpec, candidate: Any) -> str:
+    """The answer ``rule`` gives about a scan (``candidate``: what a CLOSED question asks about)."""
+    yes_no = {True: "yes", False: "no"}
+    if rule == "modality":
+        return spec.modality
+    if rule in ("organ", "lesion_organ"):
+        return spec.organ
+    if rule == "status":
+        return "abnormal" if spec.lesion else "normal"
+    if rule == "finding":
+        return "focal lesion" if spec.lesion else "no abnormality"
+    if rule == "side":
+        return str(spec.lesion_side)
+    if rule == "count":
+        return NUMBER_WORDS[spec.lesion_count]
+    if rule == "has_lesion":
+        return yes_no[spec.lesion]
+    if rule == "is_healthy":
+        return yes_no[not spec.lesion]
+    if rule == "multiple":
+        return yes_no[spec.lesion_count > 1]
+    if rule == "modality_is":
+        return yes_no[candidate == spec.modality]
+    if rule == "organ_is":
+        return yes_no[candidate == spec.organ]
+    if rule == "side_is":
+        return yes_no[candidate == spec.lesion_side]
+    if rule == "count_is":
+        return yes_no[candidate == spec.lesion_count]
+    raise ValueError(f"unknown answer rule {rule!r}")
 
 
 def _box(mask: np.ndarray) -> tuple[int, int, int, int]:

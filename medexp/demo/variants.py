@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from medexp.demo.scans import MAX_LESIONS, MODALITIES, ORGANS, SIDES, ScanLayout, ScanSpec
+from medexp.demo.scans import MAX_LESIONS, MODALITIES, ORGANS, SIDES, ScanLayout, ScanSpec, answer_of
 
 YES_NO = ("yes", "no")
 COUNT_WORDS = ("zero", "one", "two", "three")
@@ -203,8 +203,6 @@ def twin_spec(rule: str, spec: ScanSpec, candidate: Any, options: list[str],
     moves["organ_is"] = lambda: [(spec_, why) for spec_, why in _organ_moves(spec, organs_for)
                                  if (spec_.organ == candidate) != (spec.organ == candidate)]
     candidates = moves[rule]()
-    from medexp.demo.benchmark import answer_of
-
     usable = [(new, why) for new, why in candidates if answer_of(rule, new, candidate) in options]
     if not usable:
         return None

@@ -15,7 +15,7 @@
   give, sum over probes of 1 / n_options for each letter the probe offers.
 * :func:`sensitivity_ranking`: how the model ranking by MCS moves under the alternative tier
   weights and Grounding forms (Spearman correlation with the default ranking, top-k overlap,
-  leader), from each model's :func:`medexp.detectors.medvigil.sensitivity_table`.
+  leader), from each model's :func:`medexp.detectors.medvigil_metrics.sensitivity_table`.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ import pandas as pd
 from scipy import stats
 
 from medexp.answers.table import Status
-from medexp.detectors.medvigil import ERRORS_WRONG, metric_statistic, case_totals, letter_preference
-from medexp.probes.base import LETTERS
+from medexp.benchmarks.options import LETTERS
+from medexp.detectors.medvigil_metrics import ERRORS_WRONG, case_totals, metric_statistic
+from medexp.detectors.medvigil_tables import letter_preference
 from medexp.hashing import derive_seed
 from medexp.stats.bootstrap import N_RESAMPLES, paired_cluster_bootstrap
 from medexp.stats.paired_swap import paired_swap_test

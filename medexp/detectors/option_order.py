@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from medexp.answers.table import Status
+from medexp.benchmarks.options import LETTERS
 from medexp.detectors.answer_arms import (
     joined,
     pair_frame,
@@ -43,10 +44,9 @@ from medexp.detectors.answer_arms import (
     strata_table,
 )
 from medexp.detectors.base import DetectorResult
-from medexp.detectors.medvigil import letter_preference
 from medexp.detectors.medvigil_compare import letter_preference_test
+from medexp.detectors.medvigil_tables import letter_preference
 from medexp.hashing import derive_seed
-from medexp.probes.base import LETTERS
 from medexp.probes.choice import OPTION_SHUFFLE, ORIGINAL
 
 ARMS = ((ORIGINAL, "original"), (OPTION_SHUFFLE, "shuffled"))

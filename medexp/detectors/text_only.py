@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from medexp.answers.table import Status
+from medexp.benchmarks.options import LETTERS, normalise
 from medexp.config.schemas.mmdetect import ChanceModel
 from medexp.detectors.answer_arms import (
     joined,
@@ -54,9 +55,7 @@ from medexp.detectors.answer_arms import (
     status_counts,
 )
 from medexp.detectors.base import DetectorResult
-from medexp.probes.base import LETTERS
 from medexp.probes.choice import ORIGINAL, TEXT_ONLY
-from medexp.probes.options import normalise
 from medexp.stats.paired import accuracy_above_chances, wilson_interval
 
 

@@ -127,6 +127,6 @@ def medvigil_result(evaluated: Mapping[str, Any], model: str, skipped) -> Detect
 def cell_figures(metrics: Mapping[str, float], model: str) -> dict[str, Any]:
     """The MCS components and the tier heatmap (one row per error convention), and the blur decay
     curves when the probe set has a blur sweep."""
-    from medexp.report.medvigil_figures import medvigil_figures
+    from medexp.detectors.medvigil_figures import medvigil_figures
 
     return {f"medvigil/{name}": figure for name, figure in medvigil_figures({model: metrics}, model).items()}

@@ -5,27 +5,33 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def model_location(model_cfg, cache_dir: str | Path) -> str:
-    """Where the checkpoint is loaded from: a hub id, a local directory, or a built demo model."""
-    from medexp.config.schemas import ModelSource
+# Sources whose weights are built into the cache on first use, by a package above models: the
+# config section describing the build and the "module:function" (section, cache_dir) -> directory
+# that builds it, imported only when such a model is loaded.
+BUILT_SOURCES = {
+    "demo": ("demo", "medexp.demo.models:demo_model_dir"),
+    "trained": ("train", "medexp.train.models:trained_model_dir"),
+}
+# Black-box families whose "weights" are files the config names: "module:function" path -> digest.
+FILE_DIGESTS = {"responses": "medexp.answers.imported:responses_digest"}
 
-    if ModelSource(model_cfg.source) is ModelSource.synthetic:
+
+def model_location(model_cfg, cache_dir: str | Path) -> str:
+    """Where the checkpoint is loaded from: a hub id, a local directory, or a built model's directory."""
+    from medexp.config.schemas import ModelSource
+    from medexp.registry import import_object
+
+    source = ModelSource(model_cfg.source)
+    if source is ModelSource.synthetic:
         raise ValueError(
             f"model={model_cfg.name} is a synthetic calibration-model member (source: synthetic): it has no "
             "weights to load; its scores exist only under control=synthetic (with bench=synthetic)"
         )
-    if ModelSource(model_cfg.source) is ModelSource.demo:
-        if model_cfg.demo is None:
-            raise ValueError(f"model={model_cfg.name}: source 'demo' needs a `demo:` section")
-        from medexp.demo.models import demo_model_dir
-
-        return str(demo_model_dir(model_cfg.demo, cache_dir))
-    if ModelSource(model_cfg.source) is ModelSource.trained:
-        if model_cfg.train is None:
-            raise ValueError(f"model={model_cfg.name}: source 'trained' needs a `train:` section")
-        from medexp.train.models import trained_model_dir
-
-        return str(trained_model_dir(model_cfg.train, cache_dir))
+    if source.value in BUILT_SOURCES:
+        section, builder = BUILT_SOURCES[source.value]
+        if getattr(model_cfg, section) is None:
+            raise ValueError(f"model={model_cfg.name}: source '{source.value}' needs a `{section}:` section")
+        return str(import_object(builder)(getattr(model_cfg, section), cache_dir))
     if not model_cfg.pretrained:
         raise ValueError(f"model={model_cfg.name}: set `pretrained` to a hub id or a local directory")
     return str(model_cfg.pretrained)
@@ -54,13 +60,14 @@ def weights_fingerprint(model_cfg, cache_dir: str | Path) -> str | None:
     None when there are none to read: a hub id, a calibration-model member, ``model=none``. An
     imported-responses model's "weights" are its responses file(s): the hash of their content."""
     from medexp.config.schemas import ModelFamily, ModelSource
+    from medexp.registry import import_object
 
     if model_cfg.get("family") == ModelFamily.responses.value and model_cfg.get("responses_path"):
-        from medexp.answers.imported import responses_digest
         from medexp.hashing import stable_hash
 
+        digest = import_object(FILE_DIGESTS[ModelFamily.responses.value])
         files = [model_cfg.responses_path, model_cfg.get("responses_no_image_path")]
-        digests = [responses_digest(path) for path in files if path]
+        digests = [digest(path) for path in files if path]
         return digests[0] if len(digests) == 1 else stable_hash(digests, length=64)
     source = ModelSource(model_cfg.source)
     if source is ModelSource.synthetic or (source is ModelSource.hub and not model_cfg.pretrained):
@@ -103,6 +110,6 @@ def load_scorer(model_cfg, cache_dir: str | Path):
 
 
 __all__ = [
-    "ADAPTERS", "BLACK_BOX_FAMILIES", "checkpoint_fingerprint", "load_scorer", "model_location", "scorer_class",
-    "weights_fingerprint",
+    "ADAPTERS", "BLACK_BOX_FAMILIES", "BUILT_SOURCES", "FILE_DIGESTS", "checkpoint_fingerprint", "load_scorer",
+    "model_location", "scorer_class", "weights_fingerprint",
 ]

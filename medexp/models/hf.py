@@ -20,10 +20,6 @@ from medexp.config.schemas import DType
 
 log = logging.getLogger(__name__)
 
-# Bump when a change alters any score, so cached tables are recomputed.
-# v2: prompts from a chat template are tokenised without the tokenizer's own special tokens.
-SCORING_VERSION = "scoring-v2"
-
 Item = TypeVar("Item")
 
 
@@ -73,7 +69,7 @@ class CheckpointScorer:
         except OSError as error:
             raise load_error(model_cfg.name, location, error) from error
         if self.device_map is None:
-            self.device = _pick_device(model_cfg.device)
+            self.device = pick_device(model_cfg.device)
             self.model.to(self.device)
         else:
             # The layers may sit on several devices; inputs go where the embeddings are.
@@ -411,7 +407,8 @@ def _access_denied(error: BaseException | None) -> bool:
     return False
 
 
-def _pick_device(requested: str) -> str:
+def pick_device(requested: str) -> str:
+    """The torch device to load on: ``requested``, or for "auto" cuda when there is one, else cpu."""
     import torch
 
     if requested == "auto":

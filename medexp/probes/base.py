@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+from medexp.benchmarks.options import LETTERS
+
 RELEASE_ID_KEY = "release_probe_id"  # Probe.meta key of the id a release gave the probe
 # Probe.meta key of a derived probe (a release original blurred or without image): its source's release id.
 SOURCE_RELEASE_ID_KEY = "source_release_id"

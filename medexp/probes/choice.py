@@ -28,11 +28,11 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from medexp.benchmarks.options import LETTERS, normalise
+from medexp.config.wording import DEFAULT_REFUSAL
 from medexp.hashing import derive_seed
-from medexp.probes.base import LETTERS, Probe
-from medexp.probes.options import normalise
+from medexp.probes.base import Probe
 from medexp.probes.sets import ProbeSet
-from medexp.probes.wording import DEFAULT_REFUSAL
 
 ORIGINAL = "original"
 OPTION_SHUFFLE = "option_shuffle"

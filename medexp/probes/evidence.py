@@ -13,7 +13,7 @@ From one :class:`~medexp.benchmarks.base.Example`, keeping its question:
   (the same question without any image); gold = the answer, as in MedVIGIL's decay sweep and
   no-image ablation. :func:`sweep_probes` makes these two families from an existing probe (a
   release's original probe), keeping its options;
-* the text families (:data:`~medexp.probes.wording.TEXT_KINDS`), the image kept and the question
+* the text families (:data:`~medexp.config.wording.TEXT_KINDS`), the image kept and the question
   taken from the example's own variants: ``meta["paraphrase"]`` (a rewording, gold kept) and
   ``meta["variants"][kind]`` = ``{"question", "answer", "options"}`` for ``negation``,
   ``specificity_drop``, ``knowledge_only`` and ``false_premise`` (``answer`` null: the refusal is
@@ -39,6 +39,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
+from medexp.benchmarks.options import normalise
 from medexp.benchmarks.roi import roi_boxes, select_boxes
 from medexp.hashing import derive_seed
 from medexp.probes.base import Probe
@@ -54,13 +55,12 @@ from medexp.probes.options import (
     N_ANSWERS,
     answer_choices,
     letter_rng,
-    normalise,
     refusal_text,
     wrap_options,
 )
+from medexp.config.tiers import check_tier, risk_tier
+from medexp.config.wording import BLUR_SIGMAS, EVIDENCE_KINDS, TEXT_KINDS, check_evidence_battery
 from medexp.probes.sets import ProbeSet
-from medexp.probes.tiers import check_tier, risk_tier
-from medexp.probes.wording import BLUR_SIGMAS, EVIDENCE_KINDS, TEXT_KINDS
 
 NO_IMAGE = "no_image"
 GOLD_AFTER_FLIP = "gold_after_lr_flip"
@@ -87,11 +87,7 @@ class EvidenceSettings:
     roi_labels: Optional[tuple[str, ...]] = None
 
     def __post_init__(self) -> None:
-        unknown = sorted(set(self.kinds) - {*EVIDENCE_KINDS, *TEXT_KINDS})
-        if unknown:
-            raise ValueError(f"unknown evidence probe kind(s) {unknown}; known: {[*EVIDENCE_KINDS, *TEXT_KINDS]}")
-        if any(sigma < 0 for sigma in self.sigmas) or len(set(self.sigmas)) != len(self.sigmas):
-            raise ValueError(f"blur sigmas must be distinct and >= 0, got {list(self.sigmas)}")
+        check_evidence_battery(self.kinds, self.sigmas)
 
 
 class LateralityUndetermined(ValueError):

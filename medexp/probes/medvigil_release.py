@@ -34,6 +34,7 @@ from pathlib import Path
 
 from medexp.benchmarks.base import Benchmark
 from medexp.benchmarks.images import image_problem
+from medexp.benchmarks.options import LETTERS
 from medexp.benchmarks.records import check_inside
 from medexp.benchmarks.medvigil import (
     MANIFEST,
@@ -42,7 +43,7 @@ from medexp.benchmarks.medvigil import (
     read_csv,
     resolve_image,
 )
-from medexp.probes.base import LETTERS, RELEASE_ID_KEY, SOURCE_RELEASE_ID_KEY, Probe
+from medexp.probes.base import RELEASE_ID_KEY, SOURCE_RELEASE_ID_KEY, Probe
 from medexp.probes.options import OptionSet, letter_rng, rotate_options
 from medexp.probes.sets import ProbeSet
 

@@ -20,7 +20,7 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
-from medexp.probes.base import LETTERS
+from medexp.benchmarks.options import LETTERS, normalise
 
 N_ANSWERS = 4
 REFUSAL_TEXTS: dict[str, str] = {
@@ -43,11 +43,6 @@ class OptionSet:
 def refusal_text(kind: str) -> str:
     """The refusal option's wording for a probe kind."""
     return REFUSAL_TEXTS.get(kind, DEFAULT_REFUSAL)
-
-
-def normalise(text: str) -> str:
-    """Case- and whitespace-insensitive form used to compare option texts."""
-    return " ".join(str(text).split()).casefold()
 
 
 def answer_choices(gold: str, pool: Iterable[str], rng: np.random.Generator, n_answers: int = N_ANSWERS,

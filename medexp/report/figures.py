@@ -13,7 +13,7 @@ Each figure is drawn only when the runs it needs exist:
 * Replicates: per detector and control, the flag rate over independently trained clean and
   leaky models with Wilson intervals (medexp.report.replicates).
 * MedVIGIL, per benchmark and detector: every model's MCS components, its silent-failure rate by
-  risk tier and its blur decay curves (medexp.report.medvigil_figures), errors counted as wrong.
+  risk tier and its blur decay curves (medexp.detectors.medvigil_figures), errors counted as wrong.
 
 Replicate cells (a seed in their model or corpus name) are left out of Figs. 2, 3 and 5, which
 show one cell per bar, line or matrix entry; the replicate figure summarises them.
@@ -269,8 +269,8 @@ def replicate_flag_rates(rows: list[ReplicateRow]) -> ReportFigure | None:
 def medvigil_panels(index: CellIndex) -> list[ReportFigure]:
     """The MedVIGIL figures of every benchmark and MedVIGIL detector with tracked cells, one row
     (or curve) per model, errors counted as wrong (the cells' own figures show both conventions)."""
-    from medexp.detectors.medvigil import ERRORS_WRONG
-    from medexp.report.medvigil_figures import medvigil_figures
+    from medexp.detectors.medvigil_metrics import ERRORS_WRONG
+    from medexp.detectors.medvigil_figures import medvigil_figures
 
     groups: dict[tuple[str, str], dict[str, Mapping[str, float]]] = {}
     for cell in index.finished:

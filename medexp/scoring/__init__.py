@@ -17,12 +17,15 @@ from medexp.benchmarks.base import Example
 from medexp.scoring.cache import ScoreCache
 
 EXAMPLE_SHARD = 256  # examples per cached shard of an example-score table
+# Part of every score table's key. Bump when a change alters any score (a scorer's prompt, its
+# tokenisation, the teacher forcing), so cached tables are recomputed.
+# v2: prompts from a chat template are tokenised without the tokenizer's own special tokens.
+SCORING_VERSION = "scoring-v2"
 
 
 def example_scores(scorer, model_key, examples: Sequence[Example], cache_dir: str | Path) -> pd.DataFrame:
     """Per-example score table (in the order of ``examples``), cached under a content key."""
     from medexp.benchmarks.content import content_hash
-    from medexp.models.hf import SCORING_VERSION
 
     examples = list(examples)
     key = {"table": "example_scores", "version": SCORING_VERSION, "model": model_key,
@@ -59,7 +62,6 @@ def shard_order_scores(
 ) -> pd.DataFrame:
     """Long table (shard, permutation, loglik); permutation 0 is the order under test."""
     from medexp.benchmarks.content import content_hash
-    from medexp.models.hf import SCORING_VERSION
 
     examples = list(examples)
     texts = [cfg.text_template.format(question=ex.question, answer=ex.answer) for ex in examples]

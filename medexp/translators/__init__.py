@@ -8,12 +8,12 @@ for the demo benchmark.
 
 - :mod:`medexp.translators.base`: the interface, the cache, the reading of a text field and the
   refusal of a translator that leaves texts unchanged;
-- :mod:`medexp.translators.factory`: the translator a config names, and the checked round trips;
+- :mod:`medexp.translators.load`: the table of translators by schema name, and back-translation;
 - :mod:`medexp.translators.marian`: Marian MT (Helsinki-NLP opus-mt models, hub or local copy);
 - :mod:`medexp.translators.demo`: the demo benchmark's paraphrases (``meta["paraphrase"]``).
 """
 
 from medexp.translators.base import RoundTrip, Translator, check_changed, example_text, unchanged
-from medexp.translators.factory import back_translate, load_translator
+from medexp.translators.load import back_translate, load_translator
 
 __all__ = ["RoundTrip", "Translator", "back_translate", "check_changed", "example_text", "load_translator", "unchanged"]

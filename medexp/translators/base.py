@@ -130,4 +130,3 @@ class CachedTextTranslator(Translator):
         by_text = {source: RoundTrip(source, back, pivot)
                    for source, pivot, back in zip(table["source"], table["pivot"], table["back"])}
         return [by_text[text] for text in texts]
-

@@ -10,12 +10,14 @@ with a message naming translator=marian.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from medexp.translators.base import RoundTrip, Translator, example_text
 
 
 class DemoTranslator(Translator):
-    def __init__(self, cfg):
+    def __init__(self, cfg, cache_dir: str | Path | None = None):
+        # cache_dir: unused, the rows carry their round trips (the signature every translator shares)
         self.name = cfg.name
         self.meta_field = cfg.meta_field
 

@@ -70,7 +70,7 @@ class MarianTranslator(CachedTextTranslator):
             return self._loaded[which]
         from transformers import MarianMTModel, MarianTokenizer
 
-        from medexp.models.hf import _pick_device
+        from medexp.models.hf import pick_device
 
         spec = self._direction(which)
         location = self._local_copy(which)
@@ -82,7 +82,7 @@ class MarianTranslator(CachedTextTranslator):
                           f"(config.json, weights, source.spm, target.spm, vocab.json): "
                           f"{type(error).__name__}: {error}") from error
         _check_prefix(tokenizer, spec.prefix, f"translator.{which}.prefix", str(spec.model))
-        device = _pick_device(self.cfg.device)
+        device = pick_device(self.cfg.device)
         model.to(device).eval()
         self._loaded[which] = (tokenizer, model, device)
         return self._loaded[which]

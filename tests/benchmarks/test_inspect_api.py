@@ -1,4 +1,4 @@
-"""``python -m medexp.inspect``, ``medexp.load_benchmark`` and the CLI composing each benchmark."""
+"""``python -m medexp.inspect``, ``medexp.benchmarks.load_benchmark`` and the CLI composing each benchmark."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 import yaml
 from omegaconf.errors import ValidationError
 
-import medexp
+from medexp.benchmarks import load_benchmark
 from medexp.benchmarks.base import Example
 from medexp.inspect import MAX_LISTED_VALUES, strata
 from tests.benchmarks.upstream import (
@@ -165,27 +165,27 @@ def test_strata_lists_few_values_and_counts_many():
 
 def test_load_benchmark_api(tmp_path):
     root = write_slake(tmp_path / "slake")
-    bench = medexp.load_benchmark("slake", root=root, split="test", cache_dir=tmp_path / "cache")
+    bench = load_benchmark("slake", root=root, split="test", cache_dir=tmp_path / "cache")
     frame = bench.frame()
     assert list(frame.columns)[:4] == ["example_id", "position", "question", "answer"]
     assert {"answer_type", "content_type", "modality", "location", "base_type", "img_name"} <= set(frame.columns)
     assert frame["example_id"].tolist() == [f"slake::test::{qid}" for qid in (11934, 12035, 12001, 11950, 11800)]
     assert frame["position"].tolist() == [0, 1, 2, 3, 4]
     assert frame["answer_type"].tolist() == ["OPEN", "CLOSED", "OPEN", "CLOSED", "OPEN"]
-    capped = medexp.load_benchmark("slake", root=str(root), max_examples=2, cache_dir=tmp_path / "cache")
+    capped = load_benchmark("slake", root=str(root), max_examples=2, cache_dir=tmp_path / "cache")
     assert capped.examples == bench.examples[:2]
 
 
 def test_load_benchmark_rejects_bad_overrides(tmp_path):
     with pytest.raises(ValueError, match="unknown bench field 'rooot'"):
-        medexp.load_benchmark("slake", rooot="/x")
+        load_benchmark("slake", rooot="/x")
     with pytest.raises(ValidationError, match="max_examples"):
-        medexp.load_benchmark("slake", max_examples="many")
+        load_benchmark("slake", max_examples="many")
 
 
 def test_import_medexp_stays_light():
     probe = (
-        "import sys, medexp, medexp.inspect; assert callable(medexp.load_benchmark);"
+        "import sys, medexp.inspect; from medexp.benchmarks import load_benchmark; assert callable(load_benchmark);"
         "heavy = [m for m in ('torch', 'transformers', 'mlflow', 'open_clip', 'faiss', 'pandas', 'pyarrow',"
         " 'numpy', 'PIL', 'huggingface_hub', 'datasets') if m in sys.modules];"
         "print(heavy); sys.exit(1 if heavy else 0)"

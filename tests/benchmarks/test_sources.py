@@ -9,7 +9,6 @@ import shutil
 import pytest
 from omegaconf import OmegaConf
 
-import medexp  # noqa: F401  (registers the schemas compose uses)
 from medexp.benchmarks import check_bench_config, load_benchmark_from_config
 from medexp.benchmarks.hub import BenchmarkUnavailable
 from medexp.config import compose

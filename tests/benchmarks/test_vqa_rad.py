@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-import medexp  # noqa: F401  (registers the schemas compose uses)
 from medexp.benchmarks import TooManySkipped, expected_count, load_benchmark_from_config
 from medexp.benchmarks.vqa_rad import load_release
 from medexp.config import compose

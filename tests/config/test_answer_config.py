@@ -8,7 +8,6 @@ import pytest
 from omegaconf import OmegaConf
 from omegaconf.errors import ValidationError
 
-import medexp  # noqa: F401  (registers the schemas)
 from medexp.config import compose
 from medexp.config.schemas import AnswerConfig, AnswerMode, FreeTextMetric, ModelFamily, check_answer_config
 from tests.conftest import run_medexp

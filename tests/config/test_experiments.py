@@ -9,7 +9,6 @@ from hydra import compose, initialize_config_dir
 from hydra.core.plugins import Plugins
 from omegaconf import OmegaConf
 
-import medexp  # noqa: F401  (registers the schemas)
 from medexp.config import conf_dir
 
 Plugins.instance()  # the plugin scan first, so the sweeper module imported below is Hydra's

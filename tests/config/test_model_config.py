@@ -3,7 +3,6 @@
 import pytest
 from omegaconf import OmegaConf
 
-import medexp  # noqa: F401  (registers the schemas)
 from medexp.config import compose, model_config
 from medexp.config.schemas import LossConfig, MinkTailConfig, RankBy, TopKJaccardConfig
 

@@ -6,7 +6,6 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-import medexp  # noqa: F401  (registers the schemas compose relies on)
 from medexp.benchmarks.base import Benchmark
 from medexp.config import compose, model_config
 from medexp.controls.baselines import baseline_models, merge_baseline_results, run_with_baselines

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-import medexp  # noqa: F401  (registers the schemas compose relies on)
 from medexp.config import compose
 from medexp.controls import check_control_fits
 from medexp.runner.evaluate import evaluate

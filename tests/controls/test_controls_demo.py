@@ -13,7 +13,6 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-import medexp  # noqa: F401  (registers the schemas compose relies on)
 from medexp.benchmarks import load_benchmark_from_config
 from medexp.cell import Cell
 from medexp.config import compose, model_config

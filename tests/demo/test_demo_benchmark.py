@@ -16,12 +16,11 @@ from medexp.demo.benchmark import (
     CONTENT_TYPES,
     FILE_KEYS,
     GENERATOR_VERSION,
-    NUMBER_WORDS,
     generate_records,
     split_seeds,
     write_benchmark,
 )
-from medexp.demo.scans import MODALITIES, ORGANS, SIDES, ScanSpec, png_bytes, render_scan
+from medexp.demo.scans import MODALITIES, NUMBER_WORDS, ORGANS, SIDES, ScanSpec, png_bytes, render_scan
 
 SEED = 20261121
 SMALL = {"n_test": 40, "n_train": 60, "n_heldout": 30, "seed": SEED}

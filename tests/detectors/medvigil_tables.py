@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 
 from medexp.answers.table import response_row
-from medexp.probes.base import LETTERS, Probe
+from medexp.benchmarks.options import LETTERS
+from medexp.probes.base import Probe
 
 OPTIONS = ("alpha", "beta", "gamma", "delta", "Cannot tell from the evidence.")
 REFUSAL_GOLD = {"false_premise", "roi_masked"}

@@ -16,8 +16,9 @@ from omegaconf import OmegaConf
 from medexp.answers.parse import judge
 from medexp.answers.table import Status, response_row, response_table
 from medexp.benchmarks.base import Example
+from medexp.benchmarks.options import LETTERS
 from medexp.config.schemas import AnswerConfig, OptionOrderConfig, SlotGuessConfig, TextOnlyConfig
-from medexp.probes.base import LETTERS, Probe
+from medexp.probes.base import Probe
 
 MODALITIES = ("CT", "MRI", "X-Ray", "Ultrasound")
 ORGANS = ("brain", "lung", "liver", "kidney", "heart")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from medexp.detectors.medvigil import medvigil_intervals, probe_facts, scored_table, sensitivity_table
+from medexp.benchmarks.options import LETTERS
+from medexp.detectors.medvigil import probe_facts, scored_table
+from medexp.detectors.medvigil_metrics import medvigil_intervals, sensitivity_table
 from medexp.detectors.medvigil_compare import (
     letter_preference_test,
     paired_difference,
@@ -13,7 +15,7 @@ from medexp.detectors.medvigil_compare import (
     sensitivity_ranking,
 )
 from medexp.hashing import derive_seed
-from medexp.probes.base import LETTERS, Probe
+from medexp.probes.base import Probe
 from medexp.stats.bootstrap import pair_seed
 from tests.detectors.medvigil_tables import answers, battery, simulated_model, skill_probabilities
 

@@ -8,21 +8,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from medexp.detectors.medvigil import (
+from medexp.benchmarks.options import LETTERS
+from medexp.detectors.medvigil import evaluate_medvigil, probe_facts, scored_table
+from medexp.detectors.medvigil_metrics import (
     ERRORS_EXCLUDED,
     ERRORS_WRONG,
     case_totals,
-    evaluate_medvigil,
     harmonic_mean,
     medvigil_intervals,
     medvigil_metrics,
     metrics_from_totals,
-    probe_facts,
-    scored_table,
     sensitivity_table,
-    status_counts,
 )
-from medexp.probes.base import LETTERS
+from medexp.detectors.medvigil_tables import status_counts
 from tests.detectors.medvigil_tables import CASES, OPTIONS, build, make_probe, reply
 
 

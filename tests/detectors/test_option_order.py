@@ -13,9 +13,9 @@ from scipy import stats as sps
 
 from medexp.answers.table import Status, response_row, response_table
 from medexp.benchmarks.base import Example
+from medexp.benchmarks.options import LETTERS
 from medexp.detectors.answer_arms import pairs, paired_statistics, probe_facts, joined
 from medexp.detectors.option_order import option_order_detector
-from medexp.probes.base import LETTERS
 from medexp.probes.choice import option_order_probes
 from tests.detectors.mmdetect_tables import answer_choices, choice_examples, option_order_config
 

@@ -9,7 +9,6 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-import medexp  # noqa: F401
 from medexp.benchmarks import load_benchmark_from_config
 from medexp.config import compose
 from medexp.detectors import exch_detector

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from mlflow.tracking import MlflowClient
 
+from medexp.benchmarks.options import LETTERS
 from medexp.config import compose
-from medexp.probes.base import LETTERS
-from medexp.probes.wording import DEFAULT_MASK
+from medexp.config.wording import DEFAULT_MASK
 from medexp.runner.cell_run import run_cell
 from tests.answers.conftest import write_png
 from tests.answers.server import ChatServer, option_texts

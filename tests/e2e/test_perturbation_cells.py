@@ -20,8 +20,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 from PIL import Image
 
+from medexp.benchmarks.options import LETTERS
 from medexp.config import compose
-from medexp.probes.base import LETTERS
 from medexp.runner.cell_run import run_cell
 from tests.answers.server import ChatServer, prompt_text
 from tests.benchmarks.upstream import write_vlmevalkit_tsv

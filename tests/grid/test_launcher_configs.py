@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-import medexp  # noqa: F401  (registers the schemas the primary config needs)
 from medexp.config import conf_dir
 from tests.conftest import run_medexp
 

@@ -52,7 +52,6 @@ def test_summary_without_failures_is_ok_and_without_a_job_list_counts_what_repor
 def sweep_config(tmp_path: Path, tracking_uri: str):
     from hydra import compose, initialize_config_dir
 
-    import medexp  # noqa: F401
     from medexp.config import conf_dir
 
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):

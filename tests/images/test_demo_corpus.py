@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import medexp  # noqa: F401  (registers the config schemas)
 from medexp.config import compose
 from medexp.demo.benchmark import write_benchmark
 from medexp.demo.corpus import QUALITY_RANGE, SCALE_RANGE, SHIFT_RANGE, write_corpus

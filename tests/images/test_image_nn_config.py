@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-import medexp  # noqa: F401  (registers the config schemas)
 from medexp.config import compose, conf_dir
 from medexp.config.schemas import CorpusConfig, ImageNNConfig, OpenClipEmbedderConfig, PHashEmbedderConfig
 from tests.conftest import run_medexp

@@ -14,7 +14,6 @@ import pytest
 from omegaconf import OmegaConf
 from PIL import Image
 
-import medexp  # noqa: F401  (registers the config schemas)
 from medexp.benchmarks.base import Benchmark, Example
 from medexp.config import compose
 from medexp.config.schemas import IndexConfig

@@ -20,7 +20,7 @@ from medexp.demo.scans import ScanSpec, png_bytes, render_scan
 from medexp.detectors import DetectorResult
 from medexp.runner import cell_run
 from medexp.scoring import example_scores
-from medexp.tracking import version_tags
+from medexp.tracking.tags import version_tags
 
 ROWS = [
     {"id": "q1", "question": "Which organ?", "answer": "lung", "image": "images/a.png"},

@@ -16,7 +16,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from medexp.config import compose
-from medexp.tracking import HEARTBEAT, Tracker, process_tags
+from medexp.tracking import Tracker
+from medexp.tracking.tags import HEARTBEAT, process_tags
 from tests.conftest import REPO, parse_summary
 
 

@@ -162,7 +162,6 @@ def _hub_refuses(monkeypatch, error) -> None:
 
 @pytest.mark.parametrize("make_error", [_gated_error, lambda: _http_error(401), lambda: _http_error(403)])
 def test_gated_medgemma_explains_how_to_get_access(monkeypatch, tmp_path, make_error):
-    import medexp  # noqa: F401  (registers the schemas)
     from medexp.config import compose
     from medexp.models import load_scorer
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-import medexp  # noqa: F401  (registers the schemas)
 from medexp.config import compose
 from medexp.models import ADAPTERS
 from tests.conftest import run_medexp

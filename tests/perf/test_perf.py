@@ -53,7 +53,6 @@ def _devices() -> list[str]:
 @pytest.fixture(scope="module")
 def demo_setup(tmp_path_factory):
     """A function building the clean demo model's scorer with settings, and 128 demo examples."""
-    import medexp  # noqa: F401
     from medexp.benchmarks import load_benchmark_from_config
     from medexp.config import compose
     from medexp.models import load_scorer

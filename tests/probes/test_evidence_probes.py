@@ -18,10 +18,10 @@ from medexp.probes.evidence import (
     flipped_gold,
     swap_sides,
 )
+from medexp.config.tiers import risk_tier
+from medexp.config.wording import TEXT_KINDS
 from medexp.probes.images import GREY
 from medexp.probes.options import answer_choices, refusal_text, wrap_options
-from medexp.probes.tiers import risk_tier
-from medexp.probes.wording import TEXT_KINDS
 
 ANSWERS = ("left", "right", "upper", "lower")
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-import medexp  # noqa: F401  (registers the schemas)
 from medexp.config import conf_dir
 from medexp.report.claims import ClaimError, claim_ids, load_claims
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import medexp  # noqa: F401  (registers the schemas)
 from medexp.tracking import Tracker
 from tests.conftest import REPO
 from tests.report.tracked_cells import log_cell, replicate_model, tracking_config

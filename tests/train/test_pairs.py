@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-import medexp  # noqa: F401  (registers the schemas compose relies on)
 from medexp.config import model_config
 from medexp.config.schemas import ModelPair
 from medexp.train.pairs import resolve_pairs

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Optional
 
+from medexp.config.ranges import at_least, fraction, share
+
 
 class AnswerMode(str, Enum):
     likelihood = "likelihood"  # white box: the option with the highest teacher-forced log-likelihood
@@ -21,9 +23,6 @@ class AnswerMode(str, Enum):
 class FreeTextMetric(str, Enum):
     exact = "exact"  # whole-answer equality after normalisation (never substring containment)
     rouge_l = "rouge_l"  # ROUGE-L F1 (rouge-score) of the normalised texts >= rouge_threshold
-
-
-from medexp.config.ranges import at_least, fraction, share
 
 
 @dataclass

@@ -5,13 +5,13 @@ the ``answer:`` section every probe is asked and judged with."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Dict, List, Optional
 
 from medexp.config.ranges import at_least
 from medexp.config.schemas.answers import AnswerConfig
 from medexp.config.schemas.detector import DetectorBase
-from medexp.probes.wording import BLUR_SIGMAS, EVIDENCE_KINDS
+from medexp.config.tiers import check_tier
+from medexp.config.wording import BLUR_SIGMAS, EVIDENCE_KINDS, check_evidence_battery
 
 
 @dataclass
@@ -38,11 +38,8 @@ class MedvigilConfig(DetectorBase):
 
     @staticmethod
     def check_values(node, path: str) -> str | None:
-        from medexp.probes.evidence import EvidenceSettings
-        from medexp.probes.tiers import check_tier
-
         try:
-            EvidenceSettings(seed=0, store=Path("."), kinds=tuple(node.kinds), sigmas=tuple(node.sigmas))
+            check_evidence_battery(tuple(node.kinds), tuple(node.sigmas))
         except ValueError as error:
             return f"{path}.kinds / {path}.sigmas: {error}"
         for meta_field, values in node.tiers.items():

@@ -14,7 +14,7 @@ from medexp.config.ranges import at_least, fraction, probability
 from medexp.config.schemas.answers import AnswerConfig
 from medexp.config.schemas.detector import DetectorBase
 from medexp.config.schemas.keywords import KeywordConfig
-from medexp.probes.wording import DEFAULT_MASK, DEFAULT_REFUSAL, DEFAULT_TEMPLATE, check_template
+from medexp.config.wording import DEFAULT_MASK, DEFAULT_REFUSAL, DEFAULT_TEMPLATE, check_template
 
 
 @dataclass

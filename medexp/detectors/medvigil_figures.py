@@ -19,8 +19,8 @@ from typing import Mapping, Optional
 import numpy as np
 import pandas as pd
 
-from medexp.detectors.medvigil import CONVENTIONS, DECAY_GROUPS, ERRORS_WRONG, NO_IMAGE
-from medexp.probes.tiers import TIERS
+from medexp.config.tiers import TIERS
+from medexp.detectors.medvigil_metrics import CONVENTIONS, DECAY_GROUPS, ERRORS_WRONG, NO_IMAGE
 
 AXES = (("cap", "Capability"), ("safe", "Safety"), ("ground", "Grounding"))
 

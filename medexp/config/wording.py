@@ -1,5 +1,6 @@
-"""Names and default wordings of probes, and the check of a slot template: plain values with no
-numerical imports, so that the detector schemas can name them while ``import medexp`` stays light."""
+"""Names and default wordings of probes, and the checks of a slot template and of an evidence
+battery: the vocabulary the detector schemas check, plain values with no numerical imports, so
+that ``import medexp`` stays light and the probes take their names from here."""
 
 from __future__ import annotations
 
@@ -27,3 +28,12 @@ def check_template(template: str, mask: str) -> None:
     if "text" not in fields or fields - {"text", "mask"}:
         raise ValueError(f"slot template must name {{text}} and may name {{mask}}, nothing else; got {sorted(fields)} "
                          f"in {template!r}")
+
+
+def check_evidence_battery(kinds, sigmas) -> None:
+    """The evidence probe kinds are known ones and the blur sigmas distinct and non-negative."""
+    unknown = sorted(set(kinds) - {*EVIDENCE_KINDS, *TEXT_KINDS})
+    if unknown:
+        raise ValueError(f"unknown evidence probe kind(s) {unknown}; known: {[*EVIDENCE_KINDS, *TEXT_KINDS]}")
+    if any(sigma < 0 for sigma in sigmas) or len(set(sigmas)) != len(sigmas):
+        raise ValueError(f"blur sigmas must be distinct and >= 0, got {list(sigmas)}")

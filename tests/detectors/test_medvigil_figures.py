@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from medexp.detectors.medvigil import evaluate_medvigil, probe_facts
-from medexp.report.medvigil_figures import blur_decay_figure, decay_table, mcs_components_figure, tier_sfr_heatmap
+from medexp.detectors.medvigil_figures import blur_decay_figure, decay_table, mcs_components_figure, tier_sfr_heatmap
 from tests.detectors.medvigil_tables import build
 
 MODELS = pd.DataFrame({

@@ -1,0 +1,43 @@
+"""The model tables cover every family and source a model config can name, and every target imports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from medexp.config import compose
+from medexp.config.schemas import ModelFamily, ModelSource
+from medexp.models import ADAPTERS, BLACK_BOX_FAMILIES, BUILT_SOURCES, FILE_DIGESTS
+from medexp.registry import import_object
+
+CONF_MODELS = sorted(path.stem for path in (Path(__file__).parents[2] / "conf" / "model").glob("*.yaml"))
+WEIGHTLESS_SOURCES = {ModelSource.hub.value, ModelSource.synthetic.value}  # loaded as named, or no weights
+
+
+def test_every_family_has_an_adapter_or_is_a_black_box():
+    assert {family.value for family in ModelFamily} == set(ADAPTERS) | set(BLACK_BOX_FAMILIES)
+    assert not set(ADAPTERS) & set(BLACK_BOX_FAMILIES)
+    assert set(FILE_DIGESTS) <= set(BLACK_BOX_FAMILIES)
+
+
+def test_every_built_source_has_a_builder():
+    assert {source.value for source in ModelSource} == set(BUILT_SOURCES) | WEIGHTLESS_SOURCES
+
+
+def test_every_table_target_imports():
+    targets = [*ADAPTERS.values(), *(spec for _, spec in BUILT_SOURCES.values()), *FILE_DIGESTS.values()]
+    for spec in targets:
+        assert callable(import_object(spec)), spec
+
+
+@pytest.mark.parametrize("model", CONF_MODELS)
+def test_every_model_config_resolves_through_the_tables(model):
+    cfg = compose([f"model={model}"]).model
+    family, source = ModelFamily(cfg.family).value, ModelSource(cfg.source).value
+    assert family in ADAPTERS or family in BLACK_BOX_FAMILIES, family
+    assert source in BUILT_SOURCES or source in WEIGHTLESS_SOURCES, source
+    if source in BUILT_SOURCES:
+        section, builder = BUILT_SOURCES[source]
+        assert cfg.get(section) is not None, f"model={model}: source {source} needs its `{section}:` section"
+        assert callable(import_object(builder))
