@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from medexp.hashing import stable_hash
 
 log = logging.getLogger(__name__)
 
-BUILDER_VERSION = "demo-llava-v3"  # v2: one training thread, end-of-turn eos, choice_form; v3: text-only turns with the refusal, cloze_form
+BUILDER_VERSION = "demo-llava-v4"  # v2: one training thread, end-of-turn eos, choice_form; v3: text-only turns with the refusal, cloze_form; v4: trained with pinned CPU kernels (medexp.portable)
 IMAGE_TOKEN = "<image>"
 SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", IMAGE_TOKEN, "<|user|>", "<|assistant|>", "<|end|>"]
 PATCH_SIZE = 8
@@ -48,50 +47,52 @@ def demo_model_dir(demo_cfg, cache_dir: str | Path) -> Path:
     """Build (once) the demo model these settings describe and return its directory.
 
     A leaky model starts from the clean model with the same settings, which is built (or
-    reused from the cache) first.
+    reused from the cache) first. Training runs in a child process with pinned CPU kernels
+    (:mod:`medexp.portable`), so the same settings give bit-identical weights on every x86-64 CPU,
+    whatever its instruction sets, core count or the caller's thread settings.
     """
     from omegaconf import OmegaConf
 
     from medexp.atomic import build_directory_once
+    from medexp.demo.cache import demo_benchmark_root
+    from medexp.portable import run_pinned
 
     settings = OmegaConf.to_container(demo_cfg) if OmegaConf.is_config(demo_cfg) else dict(demo_cfg)
-    demo_cfg = OmegaConf.create(settings)
     target = Path(cache_dir) / "demo" / f"model-{stable_hash([BUILDER_VERSION, settings])}"
     if (target / _MANIFEST).is_file():
         return target
     base = None
     if settings["leak_epochs"] > 0:  # its clean base first, outside this model's lock
-        base = demo_model_dir({**settings, "leak_epochs": 0}, cache_dir)
+        base = str(demo_model_dir({**settings, "leak_epochs": 0}, cache_dir))
+    demo_benchmark_root(OmegaConf.create(settings["bench"]), cache_dir)  # the data, generated here once
 
     def build(staging: Path) -> dict:
-        with _one_thread():
-            if base is not None:
-                log.info("building the leaky demo model (%d leak epochs on the test set; once, cached)",
-                         settings["leak_epochs"])
-                report = _leak_into(demo_cfg, base, cache_dir, staging)
-            else:
-                log.info("building the clean demo model (trained on the CPU once, then cached in %s)", target.parent)
-                report = _build_clean(demo_cfg, cache_dir, staging)
+        if base is not None:
+            log.info("building the leaky demo model (%d leak epochs on the test set; once, cached)",
+                     settings["leak_epochs"])
+        else:
+            log.info("building the clean demo model (trained on the CPU once, then cached in %s)", target.parent)
+        report = run_pinned("medexp.demo.models:build_demo_model", settings=settings, cache_dir=str(cache_dir),
+                            out_dir=str(staging), base_dir=base)
         log.info("demo model ready in %.0f s: %s", report["seconds"], target)
         return {"settings": settings, **report}
 
     return build_directory_once(target, _MANIFEST, build)
 
 
-@contextmanager
-def _one_thread():
-    """Train on one CPU thread: a multi-threaded matrix product sums in an order that depends on
-    the thread count, so the same settings would give other weights (and p-values) on a machine
-    with more cores, or under a launcher that caps each worker's threads. One thread gives the
-    same model everywhere; the demo models are small enough for it."""
-    import torch
+def build_demo_model(settings: dict, cache_dir: str, out_dir: str, base_dir: str | None) -> dict:
+    """Train the model ``settings`` describe into ``out_dir``: from scratch, or (``base_dir``, its
+    clean base) the leak. Called by :func:`demo_model_dir` in a pinned-kernel process."""
+    from omegaconf import OmegaConf
 
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
+    from medexp.portable import kernel_settings
+
+    demo_cfg = OmegaConf.create(settings)
+    if base_dir is None:
+        report = _build_clean(demo_cfg, cache_dir, Path(out_dir))
+    else:
+        report = _leak_into(demo_cfg, Path(base_dir), cache_dir, Path(out_dir))
+    return {**report, "kernels": kernel_settings()}
 
 
 def read_build_report(model_dir: str | Path) -> dict:

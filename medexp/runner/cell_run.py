@@ -31,6 +31,9 @@ class CellOutcome:
     warnings: tuple[str, ...] = ()  # the detector's warnings (a degenerate threshold, ...)
 
     def summary(self) -> str:
+        """One line per cell. The p-value to three significant digits: scoring runs on the host's
+        fastest kernels, so the same cell differs between CPUs in the fifth digit of its p-value
+        (measured in docs/portability.md); the tracked metrics keep every digit."""
         if self.status == "FAILED":
             return f"{self.cell_key}  FAILED: {self.error}  run_id={self.run_id}"
         reused = "  (tracked earlier; force=true recomputes)" if self.status == "CACHED" else ""
@@ -39,7 +42,7 @@ class CellOutcome:
             return f"{self.cell_key}  descriptive  {values}  run_id={self.run_id}{reused}"
         flag = bool(self.metrics.get("flag", 0.0))
         warned = "".join(f"\n  WARNING: {warning}" for warning in self.warnings)
-        return f"{self.cell_key}  p_value={self.metrics['p_value']:.4g}  flag={flag}  run_id={self.run_id}{reused}{warned}"
+        return f"{self.cell_key}  p_value={self.metrics['p_value']:.3g}  flag={flag}  run_id={self.run_id}{reused}{warned}"
 
 
 def run_cell(cfg: DictConfig, parent_run_id: str | None = None, tracker=None) -> CellOutcome:

@@ -131,7 +131,7 @@ class SweepSummary:
         """The headline and a table of every job: cell, status, p-value, run id, error."""
         rows = ["| job | cell | status | p_value | run_id | error |", "|---|---|---|---|---|---|"]
         for o in self.outcomes:
-            p_value = "" if o["p_value"] is None else f"{o['p_value']:.4g}"
+            p_value = "" if o["p_value"] is None else f"{o['p_value']:.3g}"
             rows.append(
                 f"| {o['job']} | `{o['cell_key']}` | {o['status']} | {p_value} | {o['run_id'] or ''} | {o['error'] or ''} |"
             )

@@ -38,7 +38,7 @@ def test_leaky_model_is_detected_and_tracked(demo_cache, tracking_uri):
     assert tags["medexp.cell_key"] == key and tags["medexp.family"] == "exch/none" and tags["medexp.version"]
     assert run.data.params["detector.shards"] == "50" and run.data.params["model.demo.leak_epochs"] == "30"
     metrics = run.data.metrics
-    assert metrics["p_value"] == pytest.approx(float(summary["p_value"]), rel=1e-3)
+    assert metrics["p_value"] == pytest.approx(float(summary["p_value"]), rel=5e-3)  # printed to 3 digits
     assert metrics["n_examples"] == 400 and metrics["n_shards"] == 50 and metrics["flag"] == 1.0
     assert _artifacts(client, run.info.run_id) == ["config.yaml", "per_shard.parquet", "shard_differences.png"]
 
