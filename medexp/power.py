@@ -1,0 +1,169 @@
+"""``python -m medexp.power bench=<name> detector=<name> [effect=<x>] [power=0.8] [other overrides]``
+
+Answers before any model runs what a benchmark can detect with a detector: loads the
+benchmark as a cell would (no model), counts the detector's n (items, original/twin pairs,
+members and non-members, or the shards the detector config cuts), and prints the minimum
+detectable effect (MDE) at the detector's alpha (``detector.alpha``) and the requested power;
+with ``effect=`` also the n that effect needs and whether the benchmark has it. The formulas
+and their units are :mod:`medexp.stats.power`'s, chosen per detector kind by
+:mod:`medexp.stats.power_table`. Detectors without a closed formula exit non-zero with the reason.
+
+Assumptions the command line can change:
+
+- ``accuracy=`` and ``correlation=`` (defaults 0.5 and 0.5, as lmms-eval's power analysis):
+  the arms' accuracy and the correlation of their per-item correctness, which set the paired
+  difference's variance 2 p (1 - p) (1 - r) (paired accuracy detectors);
+- ``chance=`` (text_only): the chance rate; default the mean of 1/k over the items' k options
+  (detector.chance=prior tests against a higher rate, so the default is optimistic there).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Sequence
+
+USAGE = """usage: python -m medexp.power bench=<name> detector=<name> [effect=<x>] [power=0.8]
+                              [accuracy=0.5] [correlation=0.5] [chance=<p>] [bench.<field>=<v> ...]
+
+The minimum detectable effect of a detector on a benchmark, before any model runs; with effect=,
+the items (or shards) that effect needs and whether this benchmark has enough.
+Example: python -m medexp.power bench=vqa_rad bench.root=/data/VQA_RAD detector=option_order effect=0.05"""
+ASSUMPTIONS = {"effect": None, "power": 0.8, "accuracy": 0.5, "correlation": 0.5, "chance": None}
+
+
+def split_arguments(args: list[str]) -> tuple[list[str], dict[str, float | None]]:
+    """Hydra overrides and the power options (``name=<number>``)."""
+    overrides, options = [], dict(ASSUMPTIONS)
+    for arg in args:
+        name, _, value = arg.partition("=")
+        if name in ASSUMPTIONS:
+            try:
+                options[name] = float(value)
+            except ValueError:
+                raise ValueError(f"{name} needs a number: {name}=<x>, got {arg!r}") from None
+        else:
+            overrides.append(arg)
+    return overrides, options
+
+
+def answer(cfg, options: dict[str, float | None]) -> list[str]:
+    """The lines printed for a composed config: what n is, the MDE and, with an effect, the n it needs."""
+    from medexp.evaluators import detector_kind
+    from medexp.stats import power as pw
+    from medexp.stats.power_table import ABOVE_CHANCE, AUC, ONE_SAMPLE_T, PAIRED_ACCURACY, SPEARMAN, power_formula
+
+    kind = detector_kind(cfg.detector)
+    formula = power_formula(kind)  # NoPowerFormula before any benchmark is loaded
+    alpha, power, effect = float(cfg.detector.alpha), float(options["power"]), options["effect"]
+    sided = formula.sided
+    lines = [f"bench={cfg.bench.name} split={cfg.bench.split} detector={cfg.detector.name} (kind {kind})",
+             f"test: {formula.test}", f"alpha={alpha:g} power={power:g} {sided}-sided"]
+    benchmark = load_benchmark(cfg)
+    examples = benchmark.examples
+    if formula.family == PAIRED_ACCURACY:
+        n = paired_n(cfg, kind, benchmark)
+        variance = pw.paired_difference_variance(options["accuracy"], options["correlation"])
+        lines.append(f"assumed: var(D) = 2 p (1-p) (1-r) = {variance:.4g} (accuracy p={options['accuracy']:g}, "
+                     f"per-item correlation r={options['correlation']:g})")
+        mde = pw.paired_accuracy_mde(n, alpha, power, variance, sided)
+        needed = None if effect is None else pw.paired_accuracy_n(effect, alpha, power, variance, sided)
+    elif formula.family == ABOVE_CHANCE:
+        n = sum(example.options is not None for example in examples)
+        chance = options["chance"] if options["chance"] is not None else uniform_chance(examples)
+        lines.append(f"assumed: chance rate {chance:.4g}"
+                     + ("" if options["chance"] is not None else " (mean 1/k over the items' options)"))
+        mde = pw.above_chance_mde(n, chance, alpha, power, sided)
+        needed = None if effect is None else pw.above_chance_n(effect, chance, alpha, power, sided)
+    elif formula.family == AUC:
+        nonmembers = len(load_benchmark(cfg, split=str(cfg.detector.nonmember_split)))
+        n = len(examples) + nonmembers
+        lines.append(f"members: {len(examples)} (split {cfg.bench.split}), non-members: {nonmembers} "
+                     f"(split {cfg.detector.nonmember_split}); a trained model's own partitions differ")
+        mde = pw.auc_mde(len(examples), nonmembers, alpha, power, sided)
+        needed = None if effect is None else pw.auc_n(effect, alpha, power, sided, positive_share=len(examples) / n)
+    elif formula.family == SPEARMAN:
+        n = len(examples)
+        mde = pw.spearman_mde(n, alpha, power, sided)
+        needed = None if effect is None else pw.spearman_n(effect, alpha, power, sided)
+    elif formula.family == ONE_SAMPLE_T:
+        n = int(cfg.detector.shards)
+        if not 2 <= n <= len(examples):
+            raise ValueError(f"exch needs 2 <= detector.shards <= number of examples ({len(examples)}), got {n}")
+        lines.append(f"{len(examples)} examples cut into {n} shards")
+        mde = pw.one_sample_t_mde(n, alpha, power, sided)
+        needed = None if effect is None else pw.one_sample_t_n(effect, alpha, power, sided)
+        if needed is not None and needed > len(examples):
+            lines.append(f"{needed} shards need at least {needed} examples (one per shard)")
+    else:
+        raise NotImplementedError(f"no power computation for formula family {formula.family!r}")
+    lines += [f"n: {n} {formula.n_unit}", f"MDE: {mde:.4g} {formula.effect_unit}"]
+    if needed is not None:
+        verdict = "enough" if needed <= n else f"not enough (short by {needed - n})"
+        lines.append(f"effect {effect:g} needs n = {needed} {formula.n_unit}; this benchmark has {n}: {verdict}")
+    return lines
+
+
+def load_benchmark(cfg, split: str | None = None):
+    """The bench (its ``split``, else its own) after its own filters and the skips for the fields the detector reads."""
+    from omegaconf import OmegaConf
+
+    from medexp.benchmarks import load_benchmark_from_config
+
+    bench_cfg = cfg.bench
+    if split is not None:
+        bench_cfg = OmegaConf.merge(cfg.bench, {"split": split})
+    needs = OmegaConf.get_type(cfg.detector).example_fields
+    return load_benchmark_from_config(bench_cfg, cfg.paths.cache_dir, needs)
+
+
+def paired_n(cfg, kind: str, benchmark) -> int:
+    """Items a paired detector compares: items with options (option_order), original/twin pairs
+    (perturbation_gap), else every item."""
+    if kind == "option_order":
+        return sum(example.options is not None for example in benchmark.examples)
+    if kind == "perturbation_gap":
+        from medexp.benchmarks.twins import load_twin, pair_twins
+
+        twins = load_twin(cfg.bench, cfg.paths.cache_dir)
+        return len(pair_twins(benchmark.examples, benchmark.skipped, twins, cfg.bench.twin,
+                              originals_complete=cfg.bench.max_examples is None, bench_name=str(cfg.bench.name)).pairs)
+    return len(benchmark)
+
+
+def uniform_chance(examples) -> float:
+    rates = [1 / len(example.options) for example in examples if example.options]
+    if not rates:
+        raise ValueError("no item has options: text_only needs multiple-choice items")
+    return sum(rates) / len(rates)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; returns the exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or any(arg in ("-h", "--help") for arg in args):
+        print(USAGE)
+        return 0 if args else 2
+    try:
+        overrides, options = split_arguments(args)
+    except ValueError as error:
+        print(f"medexp.power: error: {error}\n{USAGE}", file=sys.stderr)
+        return 2
+    if not any(arg.startswith("bench=") for arg in overrides) or not any(arg.startswith("detector=") for arg in overrides):
+        print(f"medexp.power: error: name the benchmark and the detector with bench=<name> detector=<name>\n{USAGE}",
+              file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        from medexp.config import compose
+
+        lines = answer(compose(overrides), options)
+    except Exception as error:  # any failure becomes one readable line and a non-zero status
+        print(f"medexp.power: error: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

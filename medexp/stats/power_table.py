@@ -1,0 +1,75 @@
+"""Which power formula answers for each detector kind (the schema names of
+``medexp.config.schemas.DETECTOR_SCHEMAS``), with the side its test takes and the units of its
+n and its effect; the kinds whose test has no closed formula are listed with the reason.
+
+The formulas are :mod:`medexp.stats.power`'s. A detector's alpha comes from its config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PowerFormula:
+    family: str       # paired_accuracy | above_chance | auc | spearman | one_sample_t
+    sided: str        # "one" or "two", as the detector's test
+    n_unit: str       # what n counts
+    effect_unit: str  # what the MDE and a target effect= measure
+    test: str         # the test the detector runs, in words
+
+
+PAIRED_ACCURACY = "paired_accuracy"
+ABOVE_CHANCE = "above_chance"
+AUC = "auc"
+SPEARMAN = "spearman"
+ONE_SAMPLE_T = "one_sample_t"
+
+_MCNEMAR = "accuracy difference (fraction; 0.05 = 5 accuracy points)"
+
+POWER_FORMULAS = {
+    "option_order": PowerFormula(PAIRED_ACCURACY, "one", "items with options", _MCNEMAR,
+                                 "one-sided exact McNemar: canonical order right more often than shuffled"),
+    "slot_guess": PowerFormula(PAIRED_ACCURACY, "one", "items (an upper bound: items without a shared keyword "
+                               "are skipped at run time)", _MCNEMAR,
+                               "one-sided exact McNemar: the original wording filled right more often"),
+    "perturbation_gap": PowerFormula(PAIRED_ACCURACY, "one", "original/twin pairs", _MCNEMAR,
+                                     "one-sided exact McNemar: original right more often than its twin"),
+    "medvigil": PowerFormula(PAIRED_ACCURACY, "two", "cases", _MCNEMAR,
+                             "descriptive cell; the paired comparison of two models on the same cases "
+                             "(medvigil_compare's within-case swap test)"),
+    "text_only": PowerFormula(ABOVE_CHANCE, "one", "items with options",
+                              "accuracy above chance (fraction; 0.05 = 5 accuracy points)",
+                              "one-sided exact test: text-only accuracy above the chance rate"),
+    "membership": PowerFormula(AUC, "one", "members and non-members", "AUC above 0.5",
+                               "one-sided permutation test of the attack's AUC"),
+    "exch_rank": PowerFormula(SPEARMAN, "one", "examples", "Spearman rho (position vs log-likelihood)",
+                              "one-sided permutation test of Spearman's rho"),
+    "exch": PowerFormula(ONE_SAMPLE_T, "one", "shards", "Cohen's d of the shard differences",
+                         "one-sided one-sample t-test of the shard differences"),
+}
+
+# Kinds whose test has no closed power formula: their MDE comes from simulation under their own
+# null, which medexp does not compute yet (issue 25, item 1).
+BY_SIMULATION = {
+    "mink_tail": "a cohort-relabel permutation test of a tail fraction",
+    "topk_jaccard": "hypergeometric tests of top-K overlaps between cohort models",
+    "loss": "a cohort-relabel permutation test of the mean loss gap",
+    "image_nn": "a beta-binomial test of the flag count against a calibrated rate",
+    "memorization": "a permutation test of members' mean M(x) over paired models",
+    "composition_sweep": "a descriptive false-positive sweep (no test)",
+}
+
+
+class NoPowerFormula(LookupError):
+    """A detector kind whose MDE needs a simulation medexp does not run yet, or an unknown kind."""
+
+
+def power_formula(kind: str) -> PowerFormula:
+    """The formula of a detector kind; :class:`NoPowerFormula` with the reason otherwise."""
+    if kind in POWER_FORMULAS:
+        return POWER_FORMULAS[kind]
+    if kind in BY_SIMULATION:
+        raise NoPowerFormula(f"detector kind {kind!r} runs {BY_SIMULATION[kind]}: no closed power formula; "
+                             "its MDE is by simulation, not yet available")
+    raise NoPowerFormula(f"unknown detector kind {kind!r}; kinds with a formula: {sorted(POWER_FORMULAS)}")
