@@ -77,7 +77,7 @@ def paired_accuracy_n(effect: float, alpha: float, power: float = 0.8, variance:
                       sided: str = "one") -> int:
     """Items a paired test needs to detect an accuracy difference ``effect`` (a fraction)."""
     _check_effect(effect)
-    return math.ceil(variance * ((critical_z(alpha, sided) + power_z(power)) / effect) ** 2)
+    return whole_units(variance * ((critical_z(alpha, sided) + power_z(power)) / effect) ** 2)
 
 
 # ---------------------------------------------------------------- accuracy above chance
@@ -106,7 +106,7 @@ def above_chance_n(effect: float, chance: float, alpha: float, power: float = 0.
     if accuracy >= 1:
         raise ValueError(f"chance + effect must stay below 1, got {accuracy}")
     root = critical_z(alpha, sided) * math.sqrt(chance * (1 - chance)) + power_z(power) * math.sqrt(accuracy * (1 - accuracy))
-    return math.ceil((root / effect) ** 2)
+    return whole_units((root / effect) ** 2)
 
 
 # ---------------------------------------------------------------- AUC (Hanley & McNeil)
@@ -164,7 +164,7 @@ def spearman_n(rho: float, alpha: float, power: float = 0.8, sided: str = "one")
     _check_effect(rho)
     if rho >= 1:
         raise ValueError(f"rho must lie below 1, got {rho}")
-    return math.ceil(3 + SPEARMAN_VARIANCE_FACTOR * ((critical_z(alpha, sided) + power_z(power)) / math.atanh(rho)) ** 2)
+    return whole_units(3 + SPEARMAN_VARIANCE_FACTOR * ((critical_z(alpha, sided) + power_z(power)) / math.atanh(rho)) ** 2)
 
 
 # ---------------------------------------------------------------- one-sample t-test (Cohen's d)
@@ -177,7 +177,8 @@ def one_sample_t_power(d: float, n: int, alpha: float, sided: str = "one") -> fl
     if sided == "one":
         return float(sps.nct.sf(sps.t.ppf(1 - alpha, df), df, noncentrality))
     critical = sps.t.ppf(1 - alpha / 2, df)
-    return float(sps.nct.sf(critical, df, noncentrality) + sps.nct.cdf(-critical, df, noncentrality))
+    # the lower tail P(T < -c) as P(T > c) of the mirrored noncentrality: nct.cdf far in a tail is NaN
+    return float(sps.nct.sf(critical, df, noncentrality) + sps.nct.sf(critical, df, -noncentrality))
 
 
 def one_sample_t_mde(n: int, alpha: float, power: float = 0.8, sided: str = "one") -> float:
@@ -198,6 +199,13 @@ def one_sample_t_n(d: float, alpha: float, power: float = 0.8, sided: str = "one
 
 
 # ---------------------------------------------------------------- shared
+
+
+def whole_units(n: float) -> int:
+    """A closed-form n rounded up to whole items, where n within 1e-9 of an integer is that integer:
+    the MDE of n items, fed back, gives n times (1 +- a few ulp), which is n, not n + 1."""
+    nearest = round(n)
+    return nearest if abs(n - nearest) <= 1e-9 * max(1.0, n) else math.ceil(n)
 
 
 def smallest_n(mde_of_n: Callable[[int], float], effect: float, n_min: int) -> int:

@@ -1,0 +1,63 @@
+"""``python -m medexp.power`` on the offline demo benchmark: no model is built or loaded."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+from medexp.config import compose
+from medexp.power import answer, split_arguments
+from medexp.stats import power as pw
+from tests.conftest import REPO
+
+
+def run_power(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-m", "medexp.power", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_the_cli_prints_the_mde_and_the_items_an_effect_needs():
+    result = run_power("bench=demo", "detector=option_order", "effect=0.05")
+    assert result.returncode == 0, result.stderr
+    # 400 demo items with options, one-sided alpha 0.01, var(D) 0.25: (2.326348 + 0.841621) * sqrt(0.25 / 400) = 0.07920
+    assert "n: 400 items with options" in result.stdout
+    assert "MDE: 0.0792 accuracy difference" in result.stdout
+    # 0.25 * (3.167969 / 0.05)^2 = 1003.6 -> 1004 items
+    assert "effect 0.05 needs n = 1004 items with options; this benchmark has 400: not enough (short by 604)" in result.stdout
+
+
+def test_the_cli_counts_the_shards_of_exch():
+    result = run_power("bench=demo", "detector=exch", "detector.shards=20", "power=0.9")
+    assert result.returncode == 0, result.stderr
+    assert "n: 20 shards" in result.stdout and "power=0.9" in result.stdout
+    mde = float(re.search(r"MDE: (\S+) Cohen's d", result.stdout).group(1))
+    assert abs(mde - pw.one_sample_t_mde(20, 0.01, 0.9)) < 1e-3
+
+
+def test_a_detector_without_a_formula_is_a_clear_error():
+    result = run_power("bench=demo", "detector=mink_tail")
+    assert result.returncode == 1 and not result.stdout
+    assert "detector kind 'mink_tail'" in result.stderr and "by simulation, not yet available" in result.stderr
+    unknown = run_power("bench=demo", "detector=no_such_detector")
+    assert unknown.returncode == 1 and "no_such_detector" in unknown.stderr
+    missing = run_power("bench=demo")
+    assert missing.returncode == 2 and "detector=<name>" in missing.stderr
+    bad = run_power("bench=demo", "detector=exch", "effect=big")
+    assert bad.returncode == 2 and "effect needs a number" in bad.stderr
+
+
+def test_membership_counts_members_and_non_members():
+    overrides, options = split_arguments(["bench=demo", "detector=membership", "effect=0.1"])
+    lines = answer(compose(overrides), options)
+    assert "n: 800 members and non-members" in lines  # demo: 400 test members, 400 heldout non-members
+    assert f"MDE: {pw.auc_mde(400, 400, 0.01):.4g} AUC above 0.5" in lines
+
+
+def test_text_only_tests_against_the_options_chance_rate():
+    overrides, options = split_arguments(["bench=demo", "detector=text_only", "chance=0.25"])
+    lines = answer(compose(overrides), options)
+    assert "assumed: chance rate 0.25" in lines
+    assert f"MDE: {pw.above_chance_mde(400, 0.25, 0.01):.4g} accuracy above chance (fraction; 0.05 = 5 accuracy points)" in lines
