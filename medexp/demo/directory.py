@@ -1,8 +1,9 @@
 """Generated demo data directories: written once, atomically, and recognised when complete.
 
-A generator fills a sibling temp directory; a ``manifest.json`` (its identity, plus the SHA-256
-of every JSONL file) is written last and the directory is renamed into place, so ``root``
-either holds a complete data set or does not exist. A complete directory with the same
+A generator fills a staging directory; a ``manifest.json`` (its identity, plus the SHA-256
+of every JSONL file) is written last and the directory is renamed into place under a file lock
+(:func:`medexp.atomic.build_directory_once`), so ``root`` either holds a complete data set or
+does not exist, and concurrent processes generate it once. A complete directory with the same
 identity is returned untouched; an outdated demo directory is replaced; anything that is not a
 demo directory is never deleted.
 """
@@ -11,10 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any, Callable
+
+from medexp.atomic import build_directory_once
 
 MANIFEST = "manifest.json"
 _DEMO_PREFIX = "demo-"  # every demo generator version starts with it
@@ -36,29 +38,13 @@ def build_once(
     if _is_complete(root, identity, n_images):
         return root
     _remove_outdated(root)
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = root.parent / f"{root.name}.tmp-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    try:
-        tmp.mkdir()
-        write_into(tmp)
-        digests = {path.name: _sha256(path) for path in sorted(tmp.glob("*.jsonl"))}
-        written = _count_images(tmp)
-        text = json.dumps({**identity, "sha256": digests, "images": written}, indent=2, sort_keys=True) + "\n"
-        (tmp / MANIFEST).write_text(text, encoding="utf-8")  # written last: marks it finished
-        try:
-            os.rename(tmp, root)
-        except OSError:
-            # another process finished the same data set first
-            if _is_complete(root, identity, n_images):
-                shutil.rmtree(tmp)
-                return root
-            raise
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return root
+
+    def build(staging: Path) -> dict[str, Any]:
+        write_into(staging)
+        digests = {path.name: _sha256(path) for path in sorted(staging.glob("*.jsonl"))}
+        return {**identity, "sha256": digests, "images": _count_images(staging)}
+
+    return build_directory_once(root, MANIFEST, build)
 
 
 def read_manifest(root: Path) -> dict[str, Any] | None:
