@@ -1,6 +1,12 @@
-"""Signals that end a cell: SIGTERM (Slurm's time limit, preemption), SIGHUP (a closed terminal)
-and SIGINT (Ctrl-C) become exceptions, so the run is ended KILLED with the signal named and
-every cache shard written so far stays valid for a rerun to resume from."""
+"""Signals that end a cell: SIGTERM (Slurm's time limit, preemption, `scontrol requeue`), SIGHUP (a
+closed terminal) and SIGINT (Ctrl-C) become exceptions, so the run is ended KILLED with the signal
+named and every cache shard written so far stays valid for a rerun to resume from.
+
+SIGUSR1 and SIGUSR2 are left alone unless the process already handles them in Python: submitit
+(the Slurm launcher) does, with the handler that checkpoints and requeues its job when Slurm
+signals a coming time limit or preemption (`--signal=USR2@<signal_delay_s>`). Then the cell's run
+is ended KILLED first, and that handler runs after, so the requeued job resumes the cell from its
+shards."""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 CAUGHT = (signal.SIGTERM, signal.SIGHUP)
+CHAINED = (signal.SIGUSR1, signal.SIGUSR2)  # caught only when a Python handler (submitit's) waits for them
 
 
 class Interrupted(BaseException):
@@ -48,7 +55,11 @@ def exit_status(error: BaseException) -> int:
 @contextmanager
 def signals_raise() -> Iterator[None]:
     """While the block runs, SIGTERM and SIGHUP raise :class:`Interrupted` in the main thread
-    (SIGINT raises KeyboardInterrupt as always); the previous handlers come back afterwards."""
+    (SIGINT raises KeyboardInterrupt as always); the previous handlers come back afterwards.
+
+    SIGUSR1 and SIGUSR2 raise :class:`Interrupted` too when a Python handler was set for them
+    before the block; once the block has ended on that interruption (the run KILLED), that
+    handler is called with the signal (submitit's checkpoints, requeues and exits)."""
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread may set handlers; the launcher's main thread has its own
         return
@@ -57,9 +68,19 @@ def signals_raise() -> Iterator[None]:
         _received.append(signal.Signals(signum).name)
         raise Interrupted(signum)
 
-    previous = {signum: signal.signal(signum, handler) for signum in CAUGHT}
+    chained = [signum for signum in CHAINED if callable(signal.getsignal(signum))]
+    previous = {signum: signal.signal(signum, handler) for signum in (*CAUGHT, *chained)}
     try:
         yield
+    except Interrupted as error:
+        if error.signum in chained:
+            _restore(previous)
+            previous[error.signum](error.signum, None)  # submitit's requeue; it exits the process
+        raise
     finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
+        _restore(previous)
+
+
+def _restore(previous: dict) -> None:
+    for signum, old in previous.items():
+        signal.signal(signum, old)

@@ -14,6 +14,9 @@ def tracking_uri(tracking_cfg, root: str | Path) -> str:
 
 
 def ui_command(uri: str) -> str:
+    """How to look at the runs of ``uri``: a tracking server serves its own UI; a store needs ``mlflow ui``."""
+    if uri.startswith(("http://", "https://")):
+        return f"open {uri} in a browser (the tracking server's UI)"
     return f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1"
 
 

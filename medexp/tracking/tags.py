@@ -1,6 +1,6 @@
 """What every run records about the process and environment computing it: the host, pid and
-process start (so that a run left RUNNING can be told from a live one), the heartbeat tag, the
-versions of the packages that change scores, and the git commit."""
+process start (so that a run left RUNNING can be told from a live one), the Slurm job it ran in,
+the heartbeat tag, the versions of the packages that change scores, and the git commit."""
 
 from __future__ import annotations
 
@@ -12,11 +12,31 @@ HEARTBEAT = "medexp.heartbeat"
 
 
 def process_tags() -> dict[str, str]:
-    """Who runs a run: host, pid and the process's start time (a pid can be reused)."""
+    """Who runs a run: host, pid and the process's start time (a pid can be reused), and the
+    Slurm job when there is one."""
     import socket
 
-    return {"medexp.host": socket.gethostname(), "medexp.pid": str(os.getpid()),
+    tags = {"medexp.host": socket.gethostname(), "medexp.pid": str(os.getpid()),
             "medexp.process_start": f"{process_start(os.getpid()):.3f}"}
+    job = slurm_job_id(os.environ)
+    if job is not None:
+        tags["medexp.slurm_job_id"] = job
+        # How many times Slurm requeued the job (preemption, `scontrol requeue`, a timeout resubmitted).
+        tags["medexp.slurm_restart_count"] = os.environ.get("SLURM_RESTART_COUNT", "0")
+    return tags
+
+
+def slurm_job_id(environ) -> str | None:
+    """The Slurm job a process runs in, as ``squeue``/``sacct`` name it: ``<array job>_<task>`` for an
+    array task (``SLURM_ARRAY_JOB_ID``, ``SLURM_ARRAY_TASK_ID``), otherwise ``SLURM_JOB_ID``; None
+    outside Slurm."""
+    job = environ.get("SLURM_JOB_ID")
+    if not job:
+        return None
+    task = environ.get("SLURM_ARRAY_TASK_ID")
+    if task:
+        return f"{environ.get('SLURM_ARRAY_JOB_ID') or job}_{task}"
+    return job
 
 
 # The packages whose versions change scores and p-values (the demo models train differently under

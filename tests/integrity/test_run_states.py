@@ -194,3 +194,10 @@ def test_processes_started_together_on_a_fresh_store_compute_a_cell_once(tmp_pat
     client = MlflowClient(uri)
     (run,) = client.search_runs([client.get_experiment_by_name("medexp").experiment_id])
     assert run.info.status == "FINISHED"
+
+
+def test_view_line_of_a_server_names_its_url_and_of_a_store_the_ui_command():
+    from medexp.tracking import ui_command
+
+    assert ui_command("http://127.0.0.1:5000") == "open http://127.0.0.1:5000 in a browser (the tracking server's UI)"
+    assert ui_command("sqlite:////x/mlflow.db") == "mlflow ui --backend-store-uri sqlite:////x/mlflow.db --host 127.0.0.1"

@@ -1,0 +1,198 @@
+"""The grid on a real Slurm into a real MLflow tracking server (marker ``cluster``; needs root).
+
+scripts/local_slurm.sh brings up a one-host cluster under a temporary directory, on ports of its
+own; ``mlflow server`` runs on a free port with a sqlite store. A two-cell sweep runs through
+hydra/launcher=submitit_slurm: every cell must be a Slurm job (its run tagged with the array task)
+ending FINISHED under a parent sweep run that ends FINISHED with true counts. Then a cell's job is
+requeued mid-scoring (``scontrol requeue``): its first run ends KILLED, the requeued job resumes
+from the shards and ends FINISHED with the metrics of an uninterrupted run. Both are torn down
+after. Several minutes on 2 cores: building the two demo models inside the jobs, Slurm's two-minute
+hold of a requeued job.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.cluster
+
+SCRIPT = REPO / "scripts" / "local_slurm.sh"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    """SLURM_CONF of a running one-host cluster, stopped after the module."""
+    if os.geteuid() != 0:
+        pytest.skip("the local Slurm cluster needs root (scripts/local_slurm.sh runs munged, slurmctld and slurmd)")
+    if shutil.which("apt-get") is None and shutil.which("slurmctld") is None:
+        pytest.skip("Slurm is not installed and there is no apt-get to install it")
+    state = tmp_path_factory.mktemp("slurm")
+    env = {**os.environ, "MEDEXP_SLURM_DIR": str(state),
+           "MEDEXP_SLURMCTLD_PORT": str(_free_port()), "MEDEXP_SLURMD_PORT": str(_free_port())}
+    up = subprocess.run([str(SCRIPT), "up"], env=env, capture_output=True, text=True, timeout=900)
+    if up.returncode != 0 and "could not install" in up.stderr:
+        pytest.skip(f"Slurm packages could not be installed: {up.stderr.strip()}")
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        yield str(state / "slurm.conf")
+    finally:
+        down = subprocess.run([str(SCRIPT), "down"], env=env, capture_output=True, text=True, timeout=120)
+        assert down.returncode == 0, down.stdout + down.stderr
+
+
+@pytest.fixture(scope="module")
+def tracking_server(tmp_path_factory):
+    """The URI of an ``mlflow server`` on a free port of 127.0.0.1 with a sqlite store."""
+    import requests
+
+    store = tmp_path_factory.mktemp("mlflow")
+    port = _free_port()
+    log = open(store / "server.log", "w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{store / 'mlflow.db'}",
+         "--artifacts-destination", str(store / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
+         "--workers", "1"],
+        stdout=log, stderr=subprocess.STDOUT, cwd=store)
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if requests.get(f"{uri}/health", timeout=2).ok:
+                    break
+            except requests.RequestException:
+                pass
+            assert server.poll() is None and time.monotonic() < deadline, (store / "server.log").read_text()
+            time.sleep(1)
+        yield uri
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> Path:
+    """One cache for the module's jobs: the demo models are built once, by the first job."""
+    return tmp_path_factory.mktemp("cache")
+
+
+def _env(slurm: str, cache: Path) -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},
+            "SLURM_CONF": slurm, "MEDEXP_CACHE": str(cache), "PYTHONPATH": str(REPO)}
+
+
+def _on_slurm(tracking_uri: str, sweep_dir: Path) -> list[str]:
+    return ["hydra/launcher=submitit_slurm", "tracking=server", f"tracking.uri={tracking_uri}",
+            f"hydra.sweep.dir={sweep_dir}", "hydra.launcher.gpus_per_node=0", "hydra.launcher.cpus_per_task=1",
+            "hydra.launcher.mem_gb=4", "hydra.launcher.timeout_min=30"]
+
+
+def test_grid_runs_each_cell_as_a_slurm_job_into_the_tracking_server(slurm, tracking_server, cache, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "medexp", "-m", "model=demo_clean,demo_leaky", "detector=exch_rank",
+         "detector.n_permutations=2000", *_on_slurm(tracking_server, tmp_path / "sweep")],
+        cwd=REPO, env=_env(slurm, cache), capture_output=True, text=True, timeout=1500)
+    print(f"sweep on Slurm: {time.monotonic() - started:.0f} s")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "FINISHED: 2 cells: 2 computed, 0 reused (tracked earlier), 0 failed" in done.stdout
+
+    client = MlflowClient(tracking_server)
+    experiment = client.get_experiment_by_name("medexp")
+    runs = client.search_runs([experiment.experiment_id])
+    (parent,) = [run for run in runs if run.data.tags.get("medexp.kind") == "sweep"]
+    cells = [run for run in runs if "medexp.cell_key" in run.data.tags]
+    assert parent.info.status == "FINISHED"
+    assert {key: parent.data.metrics[key] for key in ("n_cells", "n_computed", "n_failed", "n_lost")} == {
+        "n_cells": 2.0, "n_computed": 2.0, "n_failed": 0.0, "n_lost": 0.0}
+    assert sorted(run.data.tags["medexp.model"] for run in cells) == ["demo_clean", "demo_leaky"]
+    jobs = set()
+    for run in cells:
+        tags = run.data.tags
+        assert run.info.status == "FINISHED", tags.get("medexp.error")
+        assert tags["mlflow.parentRunId"] == parent.info.run_id
+        assert re.fullmatch(r"\d+_[01]", tags["medexp.slurm_job_id"]), tags["medexp.slurm_job_id"]
+        assert tags["medexp.host"] == socket.gethostname() and int(tags["medexp.pid"]) != os.getpid()
+        assert "p_value" in run.data.metrics
+        jobs.add(tags["medexp.slurm_job_id"])
+    assert len(jobs) == 2 and len({job.split("_")[0] for job in jobs}) == 1  # two tasks of one array
+    assert "medexp.slurm_job_id" not in parent.data.tags  # the driver ran outside Slurm
+
+
+# A small exch cell: 10 shards, each scored in its order and 60 others (about a minute of scoring).
+EXCH = ["model=demo_leaky", "detector=exch", "detector.shards=10", "detector.permutations=60"]
+
+
+def test_a_requeued_cell_resumes_from_its_shards_to_the_uninterrupted_result(slurm, tracking_server, cache, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    scores = cache / "scores"
+    before = set(scores.iterdir()) if scores.is_dir() else set()
+    env = _env(slurm, cache)
+    started = time.monotonic()
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "medexp", "-m", *EXCH, *_on_slurm(tracking_server, tmp_path / "sweep")],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 600
+        while True:  # requeue once some shards, not all, are written
+            new = [entry for entry in scores.glob("*") if entry.is_dir() and entry not in before] if scores.is_dir() else []
+            written = sum(len(list(entry.glob("shard-*.parquet"))) for entry in new)
+            if written >= 2:
+                break
+            assert sweep.poll() is None and time.monotonic() < deadline, "the cell never wrote a shard"
+            time.sleep(1)
+        assert written < 10, "the cell finished before it could be requeued"
+        job = subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True, check=True).stdout.split()
+        assert len(job) == 1, job
+        subprocess.run(["scontrol", "requeue", job[0]], env=env, check=True)
+        output, _ = sweep.communicate(timeout=1200)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    print(f"requeued cell on Slurm: {time.monotonic() - started:.0f} s")
+    assert sweep.returncode == 0, output[-3000:]
+    assert "FINISHED: 1 cells: 1 computed, 0 reused (tracked earlier), 0 failed" in output
+
+    client = MlflowClient(tracking_server)
+    experiment = client.get_experiment_by_name("medexp")
+    runs = client.search_runs([experiment.experiment_id], "tags.`medexp.detector` = 'exch'",
+                              order_by=["attributes.start_time ASC"])
+    assert [run.info.status for run in runs] == ["KILLED", "FINISHED"]
+    killed, finished = runs
+    assert killed.data.tags["medexp.signal"] == "SIGTERM" and killed.data.tags["medexp.slurm_restart_count"] == "0"
+    assert finished.data.tags["medexp.slurm_restart_count"] == "1"
+    assert finished.data.tags["medexp.slurm_job_id"] == killed.data.tags["medexp.slurm_job_id"] == job[0]
+    assert not client.search_runs([experiment.experiment_id], "attributes.status = 'RUNNING'")
+
+    # The same cell uninterrupted, in one process, on a score cache of its own (the demo models shared).
+    fresh = tmp_path / "fresh-cache"
+    fresh.mkdir()
+    (fresh / "demo").symlink_to(cache / "demo")
+    reference = subprocess.run(
+        [sys.executable, "-m", "medexp", *EXCH, f"tracking.uri=sqlite:///{tmp_path / 'reference.db'}"],
+        cwd=REPO, env={**env, "MEDEXP_CACHE": str(fresh)}, capture_output=True, text=True, timeout=900)
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    local = MlflowClient(f"sqlite:///{tmp_path / 'reference.db'}")
+    (uninterrupted,) = local.search_runs([local.get_experiment_by_name("medexp").experiment_id])
+    assert finished.data.metrics == uninterrupted.data.metrics  # p-value and every other metric, bit for bit
