@@ -30,7 +30,6 @@ the reason among its findings).
 from __future__ import annotations
 
 import json
-import logging
 import statistics
 import sys
 from collections import Counter
@@ -264,19 +263,12 @@ def _split_options(args: list[str]) -> tuple[list[str], dict[str, str]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit status."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not args or any(arg in ("-h", "--help") for arg in args):
-        print(USAGE)
-        return 0 if args else 2
-    try:
-        overrides, options = _split_options(args)
-    except ValueError as error:
-        print(f"medexp.inspect: error: {error}\n{USAGE}", file=sys.stderr)
-        return 2
-    if not any(arg.startswith("bench=") for arg in overrides):
-        print(f"medexp.inspect: error: name the benchmark with bench=<name>\n{USAGE}", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    from medexp.config.command_line import read_command_line
+
+    parsed = read_command_line("medexp.inspect", USAGE, argv, _split_options, {"bench": "the benchmark"})
+    if isinstance(parsed, int):
+        return parsed
+    overrides, options = parsed
     status = 0
     try:
         from medexp.benchmarks import TooManySkipped, load_benchmark_from_config

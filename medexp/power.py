@@ -19,7 +19,6 @@ Assumptions the command line can change:
 
 from __future__ import annotations
 
-import logging
 import sys
 from typing import Sequence
 
@@ -140,20 +139,13 @@ def uniform_chance(examples) -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit status."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not args or any(arg in ("-h", "--help") for arg in args):
-        print(USAGE)
-        return 0 if args else 2
-    try:
-        overrides, options = split_arguments(args)
-    except ValueError as error:
-        print(f"medexp.power: error: {error}\n{USAGE}", file=sys.stderr)
-        return 2
-    if not any(arg.startswith("bench=") for arg in overrides) or not any(arg.startswith("detector=") for arg in overrides):
-        print(f"medexp.power: error: name the benchmark and the detector with bench=<name> detector=<name>\n{USAGE}",
-              file=sys.stderr)
-        return 2
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    from medexp.config.command_line import read_command_line
+
+    parsed = read_command_line("medexp.power", USAGE, argv, split_arguments,
+                               {"bench": "the benchmark", "detector": "the detector"})
+    if isinstance(parsed, int):
+        return parsed
+    overrides, options = parsed
     try:
         from medexp.config import compose
 

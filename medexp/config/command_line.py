@@ -1,0 +1,36 @@
+"""The command lines of medexp's plain entry points (``medexp.inspect``, ``medexp.power``): Hydra
+overrides mixed with the command's own ``name=value`` options, the usage on ``--help``, and the
+exit statuses they share (0 for help, 2 for a usage error)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any, Callable, Sequence
+
+SplitOptions = Callable[[list[str]], tuple[list[str], dict[str, Any]]]
+
+
+def read_command_line(prog: str, usage: str, argv: Sequence[str] | None, split: SplitOptions,
+                      required: dict[str, str]) -> tuple[list[str], dict[str, Any]] | int:
+    """``(overrides, options)`` of the command line (``argv``, default ``sys.argv[1:]``), or the
+    exit status after printing the usage (help) or a usage error. ``split`` separates the
+    command's own options (raising ValueError on a bad one); ``required`` names the config groups
+    an override must choose, with what they are (``{"bench": "the benchmark"}``). Logging to
+    stderr is set up once the command line is read."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or any(arg in ("-h", "--help") for arg in args):
+        print(usage)
+        return 0 if args else 2
+    try:
+        overrides, options = split(args)
+    except ValueError as error:
+        print(f"{prog}: error: {error}\n{usage}", file=sys.stderr)
+        return 2
+    if not all(any(arg.startswith(f"{group}=") for arg in overrides) for group in required):
+        named = " and ".join(required.values())
+        choices = " ".join(f"{group}=<name>" for group in required)
+        print(f"{prog}: error: name {named} with {choices}\n{usage}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    return overrides, options
