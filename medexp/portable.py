@@ -41,7 +41,7 @@ PINNED_ENV = {
 # The variables that choose CPU kernels or thread counts: recorded on every run (medexp.kernel.*).
 KERNEL_VARIABLES = (
     "ATEN_CPU_CAPABILITY", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA", "NPY_DISABLE_CPU_FEATURES",
-    "GLIBC_TUNABLES", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+    "OPENBLAS_CORETYPE", "GLIBC_TUNABLES", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
 )
 
 

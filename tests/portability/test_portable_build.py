@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from medexp.portable import KERNEL_VARIABLES
+
 HERE = Path(__file__).resolve().parent
 
 GLIBC_NO_AVX512 = "glibc.cpu.hwcaps=-AVX512F,-AVX512DQ,-AVX512BW,-AVX512VL"
@@ -31,8 +33,6 @@ SIMULATED_CPUS = {
                "NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR", "OPENBLAS_CORETYPE": "Nehalem",
                "GLIBC_TUNABLES": GLIBC_BASELINE},
 }
-KERNEL_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA",
-                    "NPY_DISABLE_CPU_FEATURES", "OPENBLAS_CORETYPE", "GLIBC_TUNABLES", "OMP_NUM_THREADS")
 
 
 def build_on(cpu: str, cache: Path, threads: int = 1) -> dict:
