@@ -43,9 +43,9 @@ def tracking_uri(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'mlflow.db'}"
 
 
-def run_medexp(*overrides: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    """``python -m medexp`` in a subprocess, exactly as a user runs it."""
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+def run_medexp(*overrides: str, timeout: int = 900, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``python -m medexp`` in a subprocess, exactly as a user runs it (with ``extra_env`` set)."""
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"} | (extra_env or {})
     return subprocess.run(
         [sys.executable, "-m", "medexp", *overrides],
         cwd=REPO,

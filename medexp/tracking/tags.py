@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 HEARTBEAT = "medexp.heartbeat"
@@ -13,7 +14,7 @@ HEARTBEAT = "medexp.heartbeat"
 
 def process_tags() -> dict[str, str]:
     """Who runs a run: host, pid and the process's start time (a pid can be reused), and the
-    Slurm job when there is one."""
+    Slurm job and the Ray node when there are."""
     import socket
 
     tags = {"medexp.host": socket.gethostname(), "medexp.pid": str(os.getpid()),
@@ -23,7 +24,19 @@ def process_tags() -> dict[str, str]:
         tags["medexp.slurm_job_id"] = job
         # How many times Slurm requeued the job (preemption, `scontrol requeue`, a timeout resubmitted).
         tags["medexp.slurm_restart_count"] = os.environ.get("SLURM_RESTART_COUNT", "0")
+    node = ray_node_id()
+    if node is not None:
+        tags["medexp.ray_node_id"] = node
     return tags
+
+
+def ray_node_id() -> str | None:
+    """The Ray node this process is a worker or driver of, or None outside Ray. Ray is only asked
+    when the process already imported it (a Ray launcher's task): a plain run never loads it."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return None
+    return ray.get_runtime_context().get_node_id()
 
 
 def slurm_job_id(environ) -> str | None:

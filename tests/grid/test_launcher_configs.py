@@ -28,11 +28,13 @@ def hydra_config(*overrides: str):
 def plugin_schemas():
     from hydra_plugins.hydra_joblib_launcher.config import JobLibLauncherConf
     from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf, SlurmQueueConf
+    from hydra_plugins.medexp_ray_launcher.medexp_ray_launcher import RayLauncherConf
 
-    return {"joblib": JobLibLauncherConf, "submitit_local": LocalQueueConf, "submitit_slurm": SlurmQueueConf}
+    return {"joblib": JobLibLauncherConf, "submitit_local": LocalQueueConf, "submitit_slurm": SlurmQueueConf,
+            "ray": RayLauncherConf}
 
 
-@pytest.mark.parametrize("name", ["joblib", "submitit_local", "submitit_slurm"])
+@pytest.mark.parametrize("name", ["joblib", "submitit_local", "submitit_slurm", "ray"])
 def test_launcher_file_sets_every_field_of_the_plugin_schema_with_valid_types(name):
     schema = OmegaConf.structured(plugin_schemas()[name])
     ours = OmegaConf.load(LAUNCHERS / f"{name}.yaml")
@@ -47,20 +49,22 @@ def test_launcher_is_selected_by_name(name):
     assert launcher._target_ == OmegaConf.load(LAUNCHERS / f"{name}.yaml")._target_
 
 
-def test_ray_file_has_the_published_ray_launcher_fields():
-    # hydra_ray_launcher._config.RayLauncherConf (1.2.2): _target_ and ray: {init: dict, remote: dict}.
+def test_ray_file_keeps_the_published_ray_launcher_shape():
+    # hydra-ray-launcher's RayLauncherConf: ray: {init: dict, remote: dict}, so its commands
+    # (hydra.launcher.ray.init.address=auto) work unchanged on medexp's launcher.
     ours = OmegaConf.load(LAUNCHERS / "ray.yaml")
-    assert set(ours.keys()) == {"_target_", "ray"}
     assert set(ours.ray.keys()) == {"init", "remote"}
     assert ours.ray.init.address is None  # a local Ray unless told otherwise
     assert ours.ray.init.dashboard_host == "127.0.0.1"
 
 
 def test_ray_launcher_composes_from_the_command_line():
-    result = run_medexp("hydra/launcher=ray", "--cfg", "hydra", "--package", "hydra.launcher")
+    result = run_medexp("hydra/launcher=ray", "hydra.launcher.ray.init.address=auto", "--cfg", "hydra",
+                        "--package", "hydra.launcher")
     assert result.returncode == 0, result.stderr
     launcher = OmegaConf.create(result.stdout)  # printed as "# @package hydra.launcher" + its content
-    assert launcher._target_ == "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher"
+    assert launcher._target_ == "hydra_plugins.medexp_ray_launcher.medexp_ray_launcher.RayLauncher"
+    assert launcher.ray.init.address == "auto"
     assert launcher.ray.remote.num_cpus == 1
 
 

@@ -153,6 +153,32 @@ def test_submitit_local_runs_two_cells_under_the_parent_run(common, tracking_uri
     assert len(list((tmp_path / "sweep" / ".submitit").glob("*/*_result.pkl"))) == 2
 
 
+def test_ray_runs_two_cells_as_tasks_on_a_local_ray_with_the_submitting_environment(common, tracking_uri, tmp_path):
+    result = run_medexp(
+        "-m", "model=demo_clean,demo_leaky", "hydra/launcher=ray", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        *[override for override in common if not override.startswith("paths.cache_dir=")],
+        extra_env={"MEDEXP_CACHE": common_cache(common), "RAY_USAGE_STATS_ENABLED": "0"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "2 cells: 2 computed, 0 reused (tracked earlier), 0 failed" in result.stdout
+    (parent,) = sweep_runs(tracking_uri)
+    assert parent.status == "FINISHED"
+    assert parent.params["launcher"] == "hydra_plugins.medexp_ray_launcher.medexp_ray_launcher.RayLauncher"
+    cells = cell_runs(tracking_uri)
+    assert sorted(run.tags["medexp.model"] for run in cells) == ["demo_clean", "demo_leaky"]
+    for run in cells:
+        assert run.status == "FINISHED" and run.tags["mlflow.parentRunId"] == parent.run_id
+        assert len(run.tags["medexp.ray_node_id"]) == 56  # a Ray node id: 28 bytes in hex
+        assert run.tags["medexp.pid"] != parent.tags["medexp.pid"]  # a Ray worker, not the driver
+    assert "medexp.ray_node_id" not in parent.tags  # the driver's run started before Ray did
+    # MEDEXP_CACHE reached the workers: the cells scored into the session's demo cache.
+    assert len(list((Path(common_cache(common)) / "scores").iterdir())) >= 2
+
+
+def common_cache(common: tuple[str, ...]) -> str:
+    return next(override for override in common if override.startswith("paths.cache_dir=")).split("=", 1)[1]
+
+
 def test_a_sweep_stopped_by_its_launcher_ends_its_parent_killed_and_lists_the_lost_jobs(common, tracking_uri, tmp_path):
     # joblib gives each cell half a second: no worker even finishes importing, the launcher raises.
     result = run_medexp(
