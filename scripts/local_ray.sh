@@ -29,12 +29,18 @@ export RAY_USAGE_STATS_ENABLED=0 RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH="$TOKEN
 die() { echo "local_ray: $*" >&2; exit 1; }
 say() { echo "local_ray: $*"; }
 
+# A process that exists and is not a zombie (an exited daemon whose parent, PID 1 in some
+# containers, never reaps it keeps its /proc entry).
+alive() { local state; state="$(ps -o stat= -p "$1" 2>/dev/null)" && [[ "$state" != Z* ]]; }
+
 # Live pids among those `up` recorded, and their children (the task workers a raylet started since).
 live_pids() {
     [[ -s "$PIDS" ]] || return 0
-    local pid
+    local pid child
     while read -r pid; do
-        [[ -d "/proc/$pid" ]] && { echo "$pid"; pgrep -P "$pid" || true; }
+        alive "$pid" || continue
+        echo "$pid"
+        for child in $(pgrep -P "$pid"); do alive "$child" && echo "$child"; done
     done <"$PIDS" | sort -un
     return 0
 }

@@ -1,0 +1,96 @@
+"""The grid on a two-node Ray cluster into a real MLflow tracking server (marker ``cluster``).
+
+scripts/local_ray.sh starts a head and a worker node on this host (one CPU each) under a
+temporary directory, on a port of its own; ``mlflow server`` runs on a free port with a sqlite
+store. A four-cell sweep joins the cluster (``hydra.launcher.ray.init.address=auto``): every cell
+is a Ray task, the cells land on both nodes, and each finds the demo cache through MEDEXP_CACHE,
+which only the submitting shell has (the nodes were started without it). ``down`` stops every
+process ``up`` started. About two minutes on 2 cores after the demo models are built.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.conftest import free_port
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.cluster
+
+SCRIPT = REPO / "scripts" / "local_ray.sh"
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """The environment (RAY_ADDRESS and its token) of a running two-node cluster, stopped after the module."""
+    ray = shutil.which("ray", path=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+    if ray is None:
+        pytest.skip("Ray is not installed (pip install -e '.[ray]')")
+    # A short directory: Ray nests its Unix sockets under it (at most 107 bytes a path).
+    state = Path(tempfile.mkdtemp(prefix="mxray-"))
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("MEDEXP_", "RAY_"))}
+    env.update(PATH=f"{Path(ray).parent}{os.pathsep}{env.get('PATH', '')}", MEDEXP_RAY_DIR=str(state),
+               MEDEXP_RAY_PORT=str(free_port()))
+    up = subprocess.run([str(SCRIPT), "up"], env=env, capture_output=True, text=True, timeout=300)
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert "2 nodes up" in up.stdout
+        exports = up.stdout.strip().splitlines()[-1].removeprefix("export ").split()
+        yield dict(item.split("=", 1) for item in exports), state
+    finally:
+        pids = (state / "ray.pids").read_text().split() if (state / "ray.pids").exists() else []
+        down = subprocess.run([str(SCRIPT), "down"], env=env, capture_output=True, text=True, timeout=120)
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert pids and not [pid for pid in pids if _alive(int(pid))]
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def test_grid_cells_run_on_both_ray_nodes_into_the_tracking_server(ray_cluster, tracking_server, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    ray_env, _ = ray_cluster
+    cache = tmp_path / "cache"
+    env = {**{k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}, **ray_env,
+           "MEDEXP_CACHE": str(cache), "PYTHONPATH": str(REPO)}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "medexp", "-m", "model=demo_clean,demo_leaky", "control=none,order_hash",
+         "detector=exch_rank", "detector.n_permutations=500", "bench.max_examples=120", "hydra/launcher=ray",
+         "hydra.launcher.ray.init.address=auto", "tracking=server", f"tracking.uri={tracking_server}",
+         f"hydra.sweep.dir={tmp_path / 'sweep'}"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=1500)
+    print(f"sweep on Ray: {time.monotonic() - started:.0f} s")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "FINISHED: 4 cells: 4 computed, 0 reused (tracked earlier), 0 failed" in done.stdout
+
+    client = MlflowClient(tracking_server)
+    experiment = client.get_experiment_by_name("medexp")
+    runs = client.search_runs([experiment.experiment_id])
+    (parent,) = [run for run in runs if run.data.tags.get("medexp.kind") == "sweep"]
+    cells = [run for run in runs if "medexp.cell_key" in run.data.tags]
+    assert parent.info.status == "FINISHED" and len(cells) == 4
+    for run in cells:
+        assert run.info.status == "FINISHED", run.data.tags.get("medexp.error")
+        assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        assert int(run.data.tags["medexp.pid"]) != os.getpid()
+    nodes = {run.data.tags["medexp.ray_node_id"] for run in cells}
+    assert len(nodes) == 2, nodes  # one CPU per node and a CPU per cell: the cells used both nodes
+    assert (cache / "scores").is_dir()  # MEDEXP_CACHE travelled from the submitting shell to the tasks
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie no parent reaps does not)."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
