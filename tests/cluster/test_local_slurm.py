@@ -23,17 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, free_port
 
 pytestmark = pytest.mark.cluster
 
 SCRIPT = REPO / "scripts" / "local_slurm.sh"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +39,7 @@ def slurm(tmp_path_factory):
         pytest.skip("Slurm is not installed and there is no apt-get to install it")
     state = tmp_path_factory.mktemp("slurm")
     env = {**os.environ, "MEDEXP_SLURM_DIR": str(state),
-           "MEDEXP_SLURMCTLD_PORT": str(_free_port()), "MEDEXP_SLURMD_PORT": str(_free_port())}
+           "MEDEXP_SLURMCTLD_PORT": str(free_port()), "MEDEXP_SLURMD_PORT": str(free_port())}
     up = subprocess.run([str(SCRIPT), "up"], env=env, capture_output=True, text=True, timeout=900)
     if up.returncode != 0 and "could not install" in up.stderr:
         pytest.skip(f"Slurm packages could not be installed: {up.stderr.strip()}")
@@ -55,37 +49,6 @@ def slurm(tmp_path_factory):
     finally:
         down = subprocess.run([str(SCRIPT), "down"], env=env, capture_output=True, text=True, timeout=120)
         assert down.returncode == 0, down.stdout + down.stderr
-
-
-@pytest.fixture(scope="module")
-def tracking_server(tmp_path_factory):
-    """The URI of an ``mlflow server`` on a free port of 127.0.0.1 with a sqlite store."""
-    import requests
-
-    store = tmp_path_factory.mktemp("mlflow")
-    port = _free_port()
-    log = open(store / "server.log", "w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{store / 'mlflow.db'}",
-         "--artifacts-destination", str(store / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "1"],
-        stdout=log, stderr=subprocess.STDOUT, cwd=store)
-    uri = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if requests.get(f"{uri}/health", timeout=2).ok:
-                    break
-            except requests.RequestException:
-                pass
-            assert server.poll() is None and time.monotonic() < deadline, (store / "server.log").read_text()
-            time.sleep(1)
-        yield uri
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
-        log.close()
 
 
 @pytest.fixture(scope="module")
