@@ -1,12 +1,12 @@
 """How the MLflow UI shows medexp's experiment: as model runs, not GenAI traces, in a runs table
 whose columns are what a reader compares across cells (their axes and verdict).
 
-MLflow 3 records an experiment's kind in the tag ``mlflow.experimentKind``; without one the UI
-takes the experiment for a GenAI app and opens it on the traces overview ("Traces 0, no data").
-In MLflow 3.17 the UI no longer reads the tag to pick the page: a "GenAI / Model training"
-switch in its sidebar does, kept in the browser (GenAI until the user flips it) and overridden by
-the URL parameter ``workflowType`` (the tag is still the experiment's kind for the API and for UIs
-without the switch). So the kind is tagged, and :func:`runs_table_url` names ``workflowType`` too.
+MLflow 3 records an experiment's kind in the tag ``mlflow.experimentKind``
+(``custom_model_development`` for model runs, ``genai_development`` for GenAI apps). MLflow 3.17's
+UI picks the page from a "GenAI / Model training" switch in its sidebar instead, kept in the
+browser (GenAI until the user flips it, hence the traces overview, "Traces 0, no data") and
+overridden by the URL parameter ``workflowType``; its code reads the tag only where the switch is
+disabled. So the kind is tagged, and :func:`runs_table_url` names ``workflowType`` too.
 
 The columns come from a view: the UI keeps a shared view as the experiment tag
 ``mlflow.sharedViewState.<key>`` (the table's state as JSON) and opens it from the URL parameter

@@ -31,22 +31,26 @@ GRID = ("-m", "model=synthetic", "model.name=low_gain_a,high_gain_a", "bench=syn
         "detector.flag_threshold=100", "detector.flag_fraction=0.05", "detector.strata=[answer_type]")
 
 
-def _chromium() -> str:
+@pytest.fixture(scope="module")
+def chromium() -> str:
     for name in ("chromium", "chromium-browser", "google-chrome"):
         if shutil.which(name):
             return name
     pytest.skip("no Chromium (apt-get install chromium)")
 
 
-def _browse(url: str, profile, *output: str) -> subprocess.CompletedProcess:
-    """Chromium, headless, on ``url`` until the page has settled (15 s of the page's time)."""
-    command = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+def _browse(chromium: str, url: str, profile, *output: str) -> subprocess.CompletedProcess:
+    """Chromium, headless, on ``url`` until the page has settled (15 s of the page's time), with
+    ``--no-sandbox`` because Chromium refuses to run its sandbox as root (as tests here do)."""
+    command = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                f"--user-data-dir={profile}", f"--window-size={WINDOW[0]},{WINDOW[1]}",
                "--virtual-time-budget=15000", *output, url]
     return subprocess.run(command, capture_output=True, text=True, timeout=300, check=True)
 
 
-def test_the_experiment_opens_on_a_runs_table_with_the_axes_and_the_verdict_as_columns(tracking_server, tmp_path):
+def test_the_experiment_opens_on_a_runs_table_with_the_axes_and_the_verdict_as_columns(
+    chromium, tracking_server, tmp_path
+):
     grid = run_medexp(*GRID, "tracking=server", f"tracking.uri={tracking_server}", f"paths.cache_dir={tmp_path}",
                       f"hydra.sweep.dir={tmp_path / 'sweep'}", timeout=600)
     assert grid.returncode == 0, grid.stderr[-3000:]
@@ -56,7 +60,7 @@ def test_the_experiment_opens_on_a_runs_table_with_the_axes_and_the_verdict_as_c
     assert sorted(run.data.metrics["flag"] for run in cells) == [0.0, 1.0]
 
     url = runs_table_url(tracking_server, experiment.experiment_id)
-    table = table_cells(_browse(url, tmp_path / "profile", "--dump-dom").stdout)
+    table = table_cells(_browse(chromium, url, tmp_path / "profile", "--dump-dom").stdout)
     for run in cells:
         # A cell's row, listed under its detector's group: the runs table, and not nested out of sight.
         row = table[f"tag.{GROUP_BY_TAG}.{run.data.tags[GROUP_BY_TAG]}.{run.info.run_id}"]
@@ -67,6 +71,6 @@ def test_the_experiment_opens_on_a_runs_table_with_the_axes_and_the_verdict_as_c
             assert float(row[f"metrics.`{metric}`"]) == run.data.metrics[metric]
 
     screenshot = tmp_path / "runs-table.png"
-    _browse(url, tmp_path / "profile", f"--screenshot={screenshot}")
+    _browse(chromium, url, tmp_path / "profile", f"--screenshot={screenshot}")
     png = screenshot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24]) == WINDOW

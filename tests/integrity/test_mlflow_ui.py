@@ -62,7 +62,8 @@ def test_an_older_experiment_gets_the_tags_and_keeps_a_kind_chosen_in_the_ui(uri
 def test_the_view_names_tags_and_metrics_a_cell_run_records(uri, tmp_path):
     """A synthetic cell (no model; a second): every column of the view is on its run."""
     cfg = compose(["model=synthetic", "model.name=high_gain_a", "bench=synthetic", "control=synthetic",
-                   "detector=mink_tail", f"tracking.uri={uri}", "tracking.experiment=cell", f"paths.cache_dir={tmp_path}"])
+                   "detector=mink_tail", f"tracking.uri={uri}", "tracking.experiment=cell",
+                   f"paths.cache_dir={tmp_path}"])
     outcome = run_cell(cfg)
     assert outcome.status == "FINISHED", outcome.error
     run = MlflowClient(uri).get_run(outcome.run_id)
