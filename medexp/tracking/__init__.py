@@ -9,6 +9,7 @@ figures as PNG. The default store is ``sqlite:///<root>/mlruns/mlflow.db`` with 
 * :mod:`~medexp.tracking.store`: where the store is (:func:`tracking_uri`), how to browse it;
 * :mod:`~medexp.tracking.tags`: what every run records about its process and environment;
 * :mod:`~medexp.tracking.reconcile`: runs left RUNNING by a gone process.
+* :mod:`~medexp.tracking.ui`: the experiment's tags that make the MLflow UI show it as a runs table.
 """
 
 from medexp.tracking.reconcile import ReconciledRun

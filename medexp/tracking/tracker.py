@@ -15,6 +15,7 @@ from typing import Any, Iterable, Iterator
 from medexp.tracking.reconcile import ReconciledRun, why_gone
 from medexp.tracking.store import check_server, tracking_uri
 from medexp.tracking.tags import HEARTBEAT, git_commit, process_tags, version_tags
+from medexp.tracking.ui import missing_experiment_tags
 
 log = logging.getLogger(__name__)
 
@@ -63,13 +64,19 @@ class Tracker:
         return FileLock(str(Path(self.uri.removeprefix("sqlite:///"))) + ".lock")
 
     def _experiment(self, tracking_cfg) -> str:
+        """The experiment's id, created if new; either way tagged so that the MLflow UI shows it as
+        a runs table (medexp.tracking.ui); an experiment made by an older medexp gets the tags here."""
         existing = self.client.get_experiment_by_name(tracking_cfg.experiment)
         if existing is not None:
+            for key, value in missing_experiment_tags(existing.tags).items():
+                self.client.set_experiment_tag(existing.experiment_id, key, value)
             return existing.experiment_id
         location = tracking_cfg.artifact_root
         if location is None and self._store_dir is not None:
             location = (self._store_dir / "artifacts").as_uri()
-        return self.client.create_experiment(tracking_cfg.experiment, artifact_location=location)
+        return self.client.create_experiment(
+            tracking_cfg.experiment, artifact_location=location, tags=missing_experiment_tags({})
+        )
 
     def find_finished(self, cell_key: str, config_hash: str, inputs_hash: str) -> TrackedRun | None:
         """The latest FINISHED run of this cell computed with the same settings on the same

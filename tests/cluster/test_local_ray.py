@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.conftest import free_port
-from tests.conftest import REPO
+from tests.conftest import REPO, free_port
 
 pytestmark = pytest.mark.cluster
 
