@@ -146,7 +146,7 @@ def run_from_hydra(cfg) -> ReportOutcome:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
     from medexp.report.claims import ClaimError, load_claims
-    from medexp.tracking import tracking_uri, ui_command
+    from medexp.tracking import ui_command
 
     try:
         claims = load_claims(None if cfg.claim_ids is None else list(cfg.claim_ids))
@@ -155,5 +155,5 @@ def run_from_hydra(cfg) -> ReportOutcome:
         sys.exit(2)
     outcome = build_report(cfg, claims)
     print(outcome.summary())
-    print(f"view it: {ui_command(tracking_uri(cfg.tracking, cfg.paths.root))}")
+    print(f"view it: {ui_command(cfg.tracking, cfg.paths.root)}")
     return outcome

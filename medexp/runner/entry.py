@@ -21,7 +21,7 @@ def run_from_hydra(cfg: DictConfig) -> CellOutcome:
     from hydra.types import RunMode
 
     from medexp.config.ranges import ConfigRangeError
-    from medexp.tracking import TrackingUnavailable, tracking_uri, ui_command
+    from medexp.tracking import TrackingUnavailable, ui_command
 
     in_sweep = HydraConfig.get().mode == RunMode.MULTIRUN
     try:
@@ -39,7 +39,7 @@ def run_from_hydra(cfg: DictConfig) -> CellOutcome:
               "rerun the same command to resume", file=sys.stderr)
         sys.exit(exit_status(error))
     print(outcome.summary())
-    print(f"view it: {ui_command(tracking_uri(cfg.tracking, cfg.paths.root))}")
+    print(f"view it: {ui_command(cfg.tracking, cfg.paths.root)}")
     if outcome.status == "FAILED" and not in_sweep:
         sys.exit(1)  # a single failed cell is an error; inside a sweep the others go on
     return outcome

@@ -29,7 +29,7 @@ from medexp.atomic import atomic_write_bytes
 from medexp.cell import Cell
 from medexp.runner.cell_run import CellOutcome, run_cell
 from medexp.runner.signals import last_signal, signals_raise
-from medexp.tracking import ReconciledRun, Tracker, tracking_uri, ui_command
+from medexp.tracking import ReconciledRun, Tracker, ui_command
 
 log = logging.getLogger("medexp")
 
@@ -247,7 +247,7 @@ class SweepParentRun(Callback):
         else:
             tracker.finish(sweep.run_id, status)
         print(f"sweep run {sweep.run_id} {status}{' (aborted)' if aborted else ''}: {summary.text()}")
-        print(f"view it: {ui_command(tracking_uri(OmegaConf.create(sweep.tracking), sweep.root))}")
+        print(f"view it: {ui_command(OmegaConf.create(sweep.tracking), sweep.root)}")
         return summary
 
 

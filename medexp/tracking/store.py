@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from medexp.tracking.ui import runs_table_url
+
 
 def tracking_uri(tracking_cfg, root: str | Path) -> str:
     """Config value, else $MLFLOW_TRACKING_URI, else the sqlite store under <root>/mlruns."""
@@ -13,11 +15,33 @@ def tracking_uri(tracking_cfg, root: str | Path) -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path(root).resolve() / 'mlruns' / 'mlflow.db'}"
 
 
-def ui_command(uri: str) -> str:
-    """How to look at the runs of ``uri``: a tracking server serves its own UI; a store needs ``mlflow ui``."""
+# Where `mlflow ui` serves by default (the command printed below does not change its port).
+LOCAL_UI = "http://127.0.0.1:5000"
+
+
+def ui_command(tracking_cfg, root: str | Path) -> str:
+    """How to look at the runs: a tracking server serves its own UI, a store needs ``mlflow ui``;
+    and, once the experiment exists, the address of its runs table in medexp's view (without it
+    MLflow's UI opens on its GenAI traces overview, see :mod:`medexp.tracking.ui`)."""
+    uri = tracking_uri(tracking_cfg, root)
+    experiment_id = _experiment_id(uri, tracking_cfg.experiment)
     if uri.startswith(("http://", "https://")):
-        return f"open {uri} in a browser (the tracking server's UI)"
-    return f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1"
+        where = runs_table_url(uri, experiment_id) if experiment_id else uri
+        return f"open {where} in a browser (the tracking server's UI)"
+    command = f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1"
+    return f"{command}, then open {runs_table_url(LOCAL_UI, experiment_id)}" if experiment_id else command
+
+
+def _experiment_id(uri: str, name: str) -> str | None:
+    """The id of experiment ``name`` in the store at ``uri``; None when it does not exist or the
+    store does not answer (the line then names the UI alone)."""
+    from mlflow.tracking import MlflowClient
+
+    try:
+        experiment = MlflowClient(uri).get_experiment_by_name(name)
+    except Exception:  # noqa: BLE001 - a line of advice must never fail the command that prints it
+        return None
+    return experiment.experiment_id if experiment is not None else None
 
 
 class TrackingUnavailable(RuntimeError):

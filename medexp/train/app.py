@@ -86,7 +86,7 @@ def run_training(cfg) -> list[TrainingOutcome]:
 
 def run_from_hydra(cfg) -> list[TrainingOutcome]:
     from medexp.config.ranges import ConfigRangeError, validate
-    from medexp.tracking import TrackingUnavailable, tracking_uri, ui_command
+    from medexp.tracking import TrackingUnavailable, ui_command
 
     try:
         validate(cfg)
@@ -96,7 +96,7 @@ def run_from_hydra(cfg) -> list[TrainingOutcome]:
         sys.exit(2)
     failed = sum(outcome.status == "FAILED" for outcome in outcomes)
     print(f"{len(outcomes)} models: {len(outcomes) - failed} ready, {failed} failed")
-    print(f"view them: {ui_command(tracking_uri(cfg.tracking, cfg.paths.root))}")
+    print(f"view them: {ui_command(cfg.tracking, cfg.paths.root)}")
     if failed:
         sys.exit(1)
     return outcomes

@@ -196,8 +196,26 @@ def test_processes_started_together_on_a_fresh_store_compute_a_cell_once(tmp_pat
     assert run.info.status == "FINISHED"
 
 
-def test_view_line_of_a_server_names_its_url_and_of_a_store_the_ui_command():
-    from medexp.tracking import ui_command
+def test_view_line_names_the_ui_and_the_runs_table_of_the_experiment(tmp_path, monkeypatch):
+    from omegaconf import OmegaConf
 
-    assert ui_command("http://127.0.0.1:5000") == "open http://127.0.0.1:5000 in a browser (the tracking server's UI)"
-    assert ui_command("sqlite:////x/mlflow.db") == "mlflow ui --backend-store-uri sqlite:////x/mlflow.db --host 127.0.0.1"
+    from medexp.tracking import Tracker, ui_command
+    from tests.conftest import free_port
+
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracking = OmegaConf.create({"uri": store, "experiment": "medexp", "artifact_root": None})
+    command = f"mlflow ui --backend-store-uri {store} --host 127.0.0.1"
+    assert ui_command(tracking, tmp_path) == command  # no experiment yet: the UI alone
+    Tracker(tracking, tmp_path)  # creates the experiment
+    from mlflow.tracking import MlflowClient
+
+    experiment_id = MlflowClient(store).get_experiment_by_name("medexp").experiment_id
+    assert ui_command(tracking, tmp_path) == (
+        f"{command}, then open http://127.0.0.1:5000/#/experiments/{experiment_id}/runs"
+        "?workflowType=machine_learning&viewStateShareKey=medexp")
+    # A server that does not answer: its address alone, at once.
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    server = f"http://127.0.0.1:{free_port()}"
+    offline = OmegaConf.create({"uri": server, "experiment": "medexp", "artifact_root": None})
+    assert ui_command(offline, tmp_path) == f"open {server} in a browser (the tracking server's UI)"
+
