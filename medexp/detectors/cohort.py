@@ -110,12 +110,6 @@ def min_k_scores(token_values: Sequence[Sequence[float]], k_percent: float) -> n
         ordered = np.sort(np.asarray(values, dtype=np.float64))
         if ordered.size == 0:
             raise ValueError(f"example at row {index} has no answer tokens; cannot take its lowest {k_percent}%")
-        if not np.isfinite(ordered).all():
-            # A backend without the full next-token distribution (model.backend=vllm) leaves
-            # Min-K%++ z undefined (NaN): a score from it would be NaN, silently.
-            raise ValueError(f"example at row {index} has undefined token values {values!r}; Min-K%++ z needs "
-                             "the full next-token distribution, which model.backend=vllm does not return "
-                             "(score with model.backend=transformers)")
         scores[index] = ordered[: min_k_count(ordered.size, k_percent)].mean()
     return scores
 

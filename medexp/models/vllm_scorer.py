@@ -9,9 +9,13 @@ position, log p of the prompt's own token, so the answer's log-probs are those o
 those of the transformers path (no second tokenisation: a BPE merge at the prompt/answer boundary
 and a chat template's own ``<bos>`` stay as the adapter has them).
 
-vLLM returns the top-k log-probs of a position, never the full next-token distribution, so the
-Min-K%++ z of a token (its log p standardised by the distribution's mean and variance) cannot be
-computed: ``token_minkpp_z`` holds NaN, and Min-K%++ detectors refuse such tables. The
+Min-K%++ z (a token's log p standardised by the mean and variance of log p over the whole
+vocabulary) needs the full next-token distribution. vLLM returns a position's top-k log-probs;
+only ``prompt_logprobs=-1`` returns them all, and then for every prompt position, image tokens
+included, as Python objects (about 10^8 per example for a 7B VLM's 150k vocabulary and its ~700
+prompt tokens): not a scoring path. So z is not computed, nor approximated from a top-k:
+``token_minkpp_z`` holds NaN, which the Min-K%++ consumers refuse by name (mink_tail's
+cohort matrix and the order_mink control reject NaN scores); the other columns are complete. The
 OpenAI-compatible chat endpoint is no alternative: it returns no prompt log-probs for image
 inputs (vllm-project/vllm#16107).
 

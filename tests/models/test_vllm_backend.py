@@ -10,8 +10,7 @@ import pytest
 
 from medexp.config import compose
 from medexp.config.ranges import ConfigRangeError, validate
-from medexp.config.schemas import ModelBackend
-from medexp.models import BACKENDS, load_scorer
+from medexp.models import load_scorer
 from medexp.models.keys import model_settings_key
 from medexp.models.vllm_scorer import VLLMScorer
 from tests.models import tiny
@@ -123,18 +122,3 @@ def test_the_backend_keys_scores_only_away_from_transformers():
     assert "backend" not in default
     vllm = model_settings_key(model_config("qwen2_5_vl", backend="vllm"))
     assert vllm == {**default, "backend": "vllm"}
-
-
-def test_every_backend_but_transformers_has_a_scorer_in_the_table():
-    assert set(BACKENDS) == {backend.value for backend in ModelBackend} - {ModelBackend.transformers.value}
-    from medexp.registry import import_object
-
-    assert all(callable(import_object(spec)) for spec in BACKENDS.values())  # no vLLM needed to import
-
-
-def test_min_k_refuses_undefined_token_values():
-    from medexp.detectors.cohort import min_k_scores
-
-    np.testing.assert_allclose(min_k_scores([[-1.0, -3.0], [0.5]], 50), [-3.0, 0.5])
-    with pytest.raises(ValueError, match="row 1 has undefined token values.*model.backend=vllm"):
-        min_k_scores([[-1.0], [float("nan"), -2.0]], 50)

@@ -92,10 +92,11 @@ class StandInLLM:
             cumulative += float(log_probs[-1][token])
             if step + 1 == params.max_tokens:
                 break
+            width = len(ids) + len(generated)
             inputs = {**inputs, "input_ids": torch.tensor([ids + generated]),
-                      "attention_mask": torch.ones((1, len(ids) + len(generated)), dtype=torch.long)}
+                      "attention_mask": torch.ones((1, width), dtype=torch.long)}
             for key in PER_TOKEN_KEYS & inputs.keys():  # generated tokens are text: type 0
-                inputs[key] = torch.nn.functional.pad(inputs[key], (0, len(ids) + len(generated) - inputs[key].shape[1]))
+                inputs[key] = torch.nn.functional.pad(inputs[key], (0, width - inputs[key].shape[1]))
             log_probs = self._log_probs(inputs)
         text = self.tokenizer.decode(generated, skip_special_tokens=True)
         completion = CompletionOutput(0, text, generated, cumulative, None, "length")
@@ -103,7 +104,8 @@ class StandInLLM:
 
     def _inputs(self, token_ids: list[int], image) -> dict:
         if image is None:
-            return {"input_ids": torch.tensor([token_ids]), "attention_mask": torch.ones((1, len(token_ids)), dtype=torch.long)}
+            return {"input_ids": torch.tensor([token_ids]),
+                    "attention_mask": torch.ones((1, len(token_ids)), dtype=torch.long)}
         text = self.tokenizer.decode(token_ids, skip_special_tokens=False)
         assert self.tokenizer(text, add_special_tokens=False)["input_ids"] == token_ids, "ids do not round-trip"
         return dict(self.processor(text=[text], images=[[image]], add_special_tokens=False, return_tensors="pt"))
