@@ -113,7 +113,7 @@ def load_scorer(model_cfg, cache_dir: str | Path):
     from medexp.config.schemas import ModelBackend
     from medexp.registry import import_object
 
-    backend = ModelBackend(model_cfg.get("backend", ModelBackend.transformers))
+    backend = ModelBackend(model_cfg.backend)
     if backend is ModelBackend.transformers:
         scorer = scorer_class(model_cfg.family)
     else:
@@ -122,6 +122,6 @@ def load_scorer(model_cfg, cache_dir: str | Path):
 
 
 __all__ = [
-    "ADAPTERS", "BACKENDS", "BLACK_BOX_FAMILIES", "BUILT_SOURCES", "FILE_DIGESTS", "checkpoint_fingerprint", "load_scorer",
-    "model_location", "scorer_class", "weights_fingerprint",
+    "ADAPTERS", "BACKENDS", "BLACK_BOX_FAMILIES", "BUILT_SOURCES", "FILE_DIGESTS", "checkpoint_fingerprint",
+    "load_scorer", "model_location", "scorer_class", "weights_fingerprint",
 ]

@@ -155,6 +155,14 @@ class ProcessorPrompts:
             raise ValueError(f"{example.example_id}: the gold answer {example.answer!r} tokenises to nothing")
         return PreparedExample(example, prompt, ids, merged)
 
+    def _text_windows(self, texts: Sequence[str], context_length: int, stride: int) -> list[Window]:
+        """The scoring windows of every text, in order: at most ``context_length`` tokens each,
+        advancing by ``stride`` tokens."""
+        if not 0 < stride < context_length:
+            # A window must carry at least one token of context into the next one.
+            raise ValueError(f"need 0 < stride ({stride}) < context_length ({context_length})")
+        return [w for index, text in enumerate(texts) for w in self._windows(index, text, context_length, stride)]
+
     def _windows(self, index: int, text: str, context_length: int, stride: int) -> list[Window]:
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         if self.tokenizer.bos_token_id is not None:
@@ -304,10 +312,7 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
 
         from medexp.scoring.teacher_forcing import sequence_logprobs
 
-        if not 0 < stride < context_length:
-            # A window must carry at least one token of context into the next one.
-            raise ValueError(f"need 0 < stride ({stride}) < context_length ({context_length})")
-        windows = [w for index, text in enumerate(texts) for w in self._windows(index, text, context_length, stride)]
+        windows = self._text_windows(texts, context_length, stride)
         totals = np.zeros(len(texts), dtype=np.float64)
         for chunk in self._batches(windows, batch_size, lambda window: len(window.token_ids)):
             width = max(len(w.token_ids) for w in chunk)
@@ -325,7 +330,6 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
             for window, value in zip(chunk, sums):
                 totals[window.text_index] += value
         return totals
-
 
 
 def token_budget_batches(lengths: Sequence[int], budget: int) -> list[list[int]]:

@@ -135,7 +135,7 @@ class VLLMScorer(ProcessorPrompts):
                 f"{item.answer_ids} (or its {len(output.prompt_logprobs)} prompt log-probs do not cover its "
                 f"{len(ids)} tokens): the engine rewrote the token prompt, its answer cannot be scored"
             )
-        return [output.prompt_logprobs[t][ids[t]].logprob for t in range(len(ids) - n, len(ids))]
+        return prompt_token_logprobs(output, len(ids) - n)
 
     # ------------------------------------------------------------------ generation
     def generate(self, examples: Sequence[Example], max_new_tokens: int) -> list[str]:
@@ -150,15 +150,18 @@ class VLLMScorer(ProcessorPrompts):
     def score_texts(self, texts: Sequence[str], context_length: int, stride: int, batch_size: int) -> np.ndarray:
         """Total log-likelihood of each text (no image), windowed as ``HFScorer.score_texts``;
         vLLM batches the windows itself, so ``batch_size`` is not used."""
-        if not 0 < stride < context_length:
-            raise ValueError(f"need 0 < stride ({stride}) < context_length ({context_length})")
-        windows = [w for index, text in enumerate(texts) for w in self._windows(index, text, context_length, stride)]
+        windows = self._text_windows(texts, context_length, stride)
         params = self.engine.sampling_params(max_tokens=1, temperature=0.0, prompt_logprobs=0)
         outputs = self.engine.llm.generate([{"prompt_token_ids": w.token_ids} for w in windows], params,
                                            use_tqdm=False)
         totals = np.zeros(len(texts), dtype=np.float64)
         for window, output in zip(windows, outputs, strict=True):
-            ids = window.token_ids
-            totals[window.text_index] += sum(output.prompt_logprobs[t][ids[t]].logprob
-                                             for t in range(max(1, window.first_target), len(ids)))
+            totals[window.text_index] += sum(prompt_token_logprobs(output, max(1, window.first_target)))
         return totals
+
+
+def prompt_token_logprobs(output, first: int) -> list[float]:
+    """log p of each prompt token of a ``RequestOutput`` from position ``first`` (>= 1: position 0
+    has no context, its entry is None) to the end, read from its ``prompt_logprobs``."""
+    ids = output.prompt_token_ids
+    return [output.prompt_logprobs[t][ids[t]].logprob for t in range(first, len(ids))]
