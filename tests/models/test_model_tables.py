@@ -8,6 +8,7 @@ import pytest
 
 from medexp.config import compose
 from medexp.config.schemas import ModelBackend, ModelFamily, ModelSource
+from medexp.config.schemas.model import VLLM_FAMILIES
 from medexp.models import ADAPTERS, BACKENDS, BLACK_BOX_FAMILIES, BUILT_SOURCES, FILE_DIGESTS
 from medexp.registry import import_object
 
@@ -24,6 +25,7 @@ def test_every_family_has_an_adapter_or_is_a_black_box():
 def test_every_backend_but_transformers_has_a_scorer():
     # transformers scores through each family's adapter (ADAPTERS)
     assert set(BACKENDS) == {backend.value for backend in ModelBackend} - {ModelBackend.transformers.value}
+    assert VLLM_FAMILIES <= set(ADAPTERS)  # vLLM serves families that have scoring adapters' prompts
 
 
 def test_every_built_source_has_a_builder():
