@@ -88,6 +88,10 @@ ADAPTERS = {
     "image_classifier": "medexp.models.classifier:ImageClassifierScorer",
 }
 
+# Scorer class per backend other than transformers (whose scorer is the family's adapter), as
+# "module:Class": the engine's own package is imported only inside that module, when it loads.
+BACKENDS = {"vllm": "medexp.models.vllm_scorer:VLLMScorer"}
+
 # Families that answer probes through an API or a file and have no weights to score with.
 BLACK_BOX_FAMILIES = ("openai_compatible", "responses")
 
@@ -106,10 +110,18 @@ def scorer_class(family) -> type:
 
 
 def load_scorer(model_cfg, cache_dir: str | Path):
-    return scorer_class(model_cfg.family)(model_cfg, model_location(model_cfg, cache_dir))
+    from medexp.config.schemas import ModelBackend
+    from medexp.registry import import_object
+
+    backend = ModelBackend(model_cfg.backend)
+    if backend is ModelBackend.transformers:
+        scorer = scorer_class(model_cfg.family)
+    else:
+        scorer = import_object(BACKENDS[backend.value])
+    return scorer(model_cfg, model_location(model_cfg, cache_dir))
 
 
 __all__ = [
-    "ADAPTERS", "BLACK_BOX_FAMILIES", "BUILT_SOURCES", "FILE_DIGESTS", "checkpoint_fingerprint", "load_scorer",
-    "model_location", "scorer_class", "weights_fingerprint",
+    "ADAPTERS", "BACKENDS", "BLACK_BOX_FAMILIES", "BUILT_SOURCES", "FILE_DIGESTS", "checkpoint_fingerprint",
+    "load_scorer", "model_location", "scorer_class", "weights_fingerprint",
 ]

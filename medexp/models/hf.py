@@ -117,39 +117,16 @@ class CheckpointScorer:
         return processor, model
 
 
-class HFScorer(CheckpointScorer):
-    """Teacher-forced scoring of gold answers, and of raw text for the exchangeability test."""
+class ProcessorPrompts:
+    """What a checkpoint's processor makes of examples and texts: an example's prompt and its gold
+    answer's token ids after it, a text's scoring windows. Shared by every backend that scores a
+    transformers checkpoint (HFScorer, and medexp.models.vllm_scorer, which loads no transformers
+    model); needs ``cfg`` and ``processor``."""
 
-    # Processor outputs aligned with input_ids that must be widened to cover the appended answer.
-    # Everything else the processor returns (pixel_values, image_grid_thw, ...) passes unchanged.
-    SEQUENCE_KEYS: tuple[str, ...] = ("token_type_ids", "mm_token_type_ids")
-
-    def __init__(self, model_cfg, location: str):
-        super().__init__(model_cfg, location)
+    def _init_prompts(self) -> None:
         self.tokenizer = self.processor.tokenizer
-        self.use_chat = bool(model_cfg.use_chat_template and getattr(self.processor, "chat_template", None))
-        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        self.use_chat = bool(self.cfg.use_chat_template and getattr(self.processor, "chat_template", None))
 
-    # ------------------------------------------------------------------ family hooks
-    def processor_inputs(self, prompts: list[str], images: list | None):
-        """Model inputs of a batch of prompts (and their images), as the processor builds them."""
-        # A chat template writes every special token itself (Gemma's writes <bos>), so the
-        # tokenizer must not add its own: that would double them.
-        kwargs: dict[str, Any] = {"text": prompts, "return_tensors": "pt", "padding": True,
-                                  "add_special_tokens": not self.use_chat}
-        if images is not None:
-            kwargs["images"] = [[image] for image in images]  # one list per prompt: no ambiguity
-        return self.processor(**kwargs)
-
-    def example_logits(self, inputs: dict[str, Any]):
-        """Logits aligned with ``inputs["input_ids"]`` for a batch of prompt + answer rows."""
-        return self.model(**inputs).logits
-
-    def text_logits(self, input_ids, attention_mask):
-        """Logits of text-only input (the exchangeability test scores text without images)."""
-        return self.model(input_ids=input_ids, attention_mask=attention_mask).logits
-
-    # ------------------------------------------------------------------ prompts
     def prompt(self, example: Example) -> str:
         text = self.cfg.prompt_template.format(question=example.question)
         if not self.use_chat:
@@ -171,6 +148,67 @@ class HFScorer(CheckpointScorer):
             return full_ids[len(prompt_ids) :], False
         return self.tokenizer(joiner + answer, add_special_tokens=False)["input_ids"], True
 
+    def _prepare(self, example: Example) -> PreparedExample:
+        prompt = self.prompt(example)
+        ids, merged = self.answer_ids(prompt, example.answer)
+        if not ids:
+            raise ValueError(f"{example.example_id}: the gold answer {example.answer!r} tokenises to nothing")
+        return PreparedExample(example, prompt, ids, merged)
+
+    def _text_windows(self, texts: Sequence[str], context_length: int, stride: int) -> list[Window]:
+        """The scoring windows of every text, in order: at most ``context_length`` tokens each,
+        advancing by ``stride`` tokens."""
+        if not 0 < stride < context_length:
+            # A window must carry at least one token of context into the next one.
+            raise ValueError(f"need 0 < stride ({stride}) < context_length ({context_length})")
+        return [w for index, text in enumerate(texts) for w in self._windows(index, text, context_length, stride)]
+
+    def _windows(self, index: int, text: str, context_length: int, stride: int) -> list[Window]:
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        if self.tokenizer.bos_token_id is not None:
+            ids = [self.tokenizer.bos_token_id] + ids
+        if len(ids) <= context_length:
+            return [Window(index, ids, 1)]
+        windows, scored_until, begin = [], 1, 0
+        while scored_until < len(ids):
+            end = min(begin + context_length, len(ids))
+            windows.append(Window(index, ids[begin:end], scored_until - begin))
+            scored_until = end
+            begin += stride
+        return windows
+
+
+class HFScorer(ProcessorPrompts, CheckpointScorer):
+    """Teacher-forced scoring of gold answers, and of raw text for the exchangeability test."""
+
+    # Processor outputs aligned with input_ids that must be widened to cover the appended answer.
+    # Everything else the processor returns (pixel_values, image_grid_thw, ...) passes unchanged.
+    SEQUENCE_KEYS: tuple[str, ...] = ("token_type_ids", "mm_token_type_ids")
+
+    def __init__(self, model_cfg, location: str):
+        super().__init__(model_cfg, location)
+        self._init_prompts()
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+
+    # ------------------------------------------------------------------ family hooks
+    def processor_inputs(self, prompts: list[str], images: list | None):
+        """Model inputs of a batch of prompts (and their images), as the processor builds them."""
+        # A chat template writes every special token itself (Gemma's writes <bos>), so the
+        # tokenizer must not add its own: that would double them.
+        kwargs: dict[str, Any] = {"text": prompts, "return_tensors": "pt", "padding": True,
+                                  "add_special_tokens": not self.use_chat}
+        if images is not None:
+            kwargs["images"] = [[image] for image in images]  # one list per prompt: no ambiguity
+        return self.processor(**kwargs)
+
+    def example_logits(self, inputs: dict[str, Any]):
+        """Logits aligned with ``inputs["input_ids"]`` for a batch of prompt + answer rows."""
+        return self.model(**inputs).logits
+
+    def text_logits(self, input_ids, attention_mask):
+        """Logits of text-only input (the exchangeability test scores text without images)."""
+        return self.model(input_ids=input_ids, attention_mask=attention_mask).logits
+
     # ------------------------------------------------------------------ examples
     def score_examples(self, examples: Sequence[Example]) -> pd.DataFrame:
         """One row per example: per-token log-probs and Min-K%++ z of the gold answer."""
@@ -187,13 +225,6 @@ class HFScorer(CheckpointScorer):
         order = {ex.example_id: i for i, ex in enumerate(examples)}
         rows.sort(key=lambda row: order[row["example_id"]])
         return pd.DataFrame(rows)
-
-    def _prepare(self, example: Example) -> PreparedExample:
-        prompt = self.prompt(example)
-        ids, merged = self.answer_ids(prompt, example.answer)
-        if not ids:
-            raise ValueError(f"{example.example_id}: the gold answer {example.answer!r} tokenises to nothing")
-        return PreparedExample(example, prompt, ids, merged)
 
     def _encode(self, group: list[PreparedExample]):
         from medexp.benchmarks.images import read_image
@@ -281,10 +312,7 @@ class HFScorer(CheckpointScorer):
 
         from medexp.scoring.teacher_forcing import sequence_logprobs
 
-        if not 0 < stride < context_length:
-            # A window must carry at least one token of context into the next one.
-            raise ValueError(f"need 0 < stride ({stride}) < context_length ({context_length})")
-        windows = [w for index, text in enumerate(texts) for w in self._windows(index, text, context_length, stride)]
+        windows = self._text_windows(texts, context_length, stride)
         totals = np.zeros(len(texts), dtype=np.float64)
         for chunk in self._batches(windows, batch_size, lambda window: len(window.token_ids)):
             width = max(len(w.token_ids) for w in chunk)
@@ -302,20 +330,6 @@ class HFScorer(CheckpointScorer):
             for window, value in zip(chunk, sums):
                 totals[window.text_index] += value
         return totals
-
-    def _windows(self, index: int, text: str, context_length: int, stride: int) -> list[Window]:
-        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        if self.tokenizer.bos_token_id is not None:
-            ids = [self.tokenizer.bos_token_id] + ids
-        if len(ids) <= context_length:
-            return [Window(index, ids, 1)]
-        windows, scored_until, begin = [], 1, 0
-        while scored_until < len(ids):
-            end = min(begin + context_length, len(ids))
-            windows.append(Window(index, ids[begin:end], scored_until - begin))
-            scored_until = end
-            begin += stride
-        return windows
 
 
 def token_budget_batches(lengths: Sequence[int], budget: int) -> list[list[int]]:

@@ -23,12 +23,18 @@ SCORE_NEUTRAL_MODEL_KEYS = (
     # how an imported file is read: imported answers are read from their file every time, never cached
     "reply_fields", "status_map",
 )
+# Settings added after score caches existed that can change a score, with the value every earlier
+# score was made with: at that value they are left out of the key, so no existing key changes;
+# any other value (backend=vllm: another engine's kernels, no Min-K%++ z) is part of it.
+KEYED_AWAY_FROM_DEFAULT = {"backend": "transformers"}
 
 
 def model_settings_key(model_cfg) -> dict:
     """The model settings that can change a score: what names a model before its weights exist."""
     resolved = OmegaConf.to_container(model_cfg, resolve=True, enum_to_str=True)
-    return {name: value for name, value in resolved.items() if name not in SCORE_NEUTRAL_MODEL_KEYS}
+    return {name: value for name, value in resolved.items()
+            if name not in SCORE_NEUTRAL_MODEL_KEYS
+            and not (name in KEYED_AWAY_FROM_DEFAULT and value == KEYED_AWAY_FROM_DEFAULT[name])}
 
 
 def model_cache_key(model_cfg, cache_dir: Path) -> dict:

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from medexp.config import compose
-from medexp.config.schemas import ModelFamily, ModelSource
-from medexp.models import ADAPTERS, BLACK_BOX_FAMILIES, BUILT_SOURCES, FILE_DIGESTS
+from medexp.config.schemas import ModelBackend, ModelFamily, ModelSource
+from medexp.config.schemas.model import VLLM_FAMILIES
+from medexp.models import ADAPTERS, BACKENDS, BLACK_BOX_FAMILIES, BUILT_SOURCES, FILE_DIGESTS
 from medexp.registry import import_object
 
 CONF_MODELS = sorted(path.stem for path in (Path(__file__).parents[2] / "conf" / "model").glob("*.yaml"))
@@ -21,12 +22,20 @@ def test_every_family_has_an_adapter_or_is_a_black_box():
     assert set(FILE_DIGESTS) <= set(BLACK_BOX_FAMILIES)
 
 
+def test_every_backend_but_transformers_has_a_scorer():
+    # transformers scores through each family's adapter (ADAPTERS)
+    assert set(BACKENDS) == {backend.value for backend in ModelBackend} - {ModelBackend.transformers.value}
+    assert VLLM_FAMILIES <= set(ADAPTERS)  # vLLM serves families that have scoring adapters' prompts
+
+
 def test_every_built_source_has_a_builder():
     assert {source.value for source in ModelSource} == set(BUILT_SOURCES) | WEIGHTLESS_SOURCES
 
 
 def test_every_table_target_imports():
-    targets = [*ADAPTERS.values(), *(spec for _, spec in BUILT_SOURCES.values()), *FILE_DIGESTS.values()]
+    # BACKENDS' targets import without their engines (vLLM is imported when it loads)
+    targets = [*ADAPTERS.values(), *BACKENDS.values(), *(spec for _, spec in BUILT_SOURCES.values()),
+               *FILE_DIGESTS.values()]
     for spec in targets:
         assert callable(import_object(spec)), spec
 

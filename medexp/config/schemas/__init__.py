@@ -79,6 +79,7 @@ from medexp.config.schemas.twin import PairBy, TwinConfig  # noqa: F401
 from medexp.config.schemas.model import (  # noqa: F401
     DemoModelConfig,
     DType,
+    ModelBackend,
     ModelConfig,
     ModelFamily,
     ModelSource,

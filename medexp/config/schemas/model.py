@@ -36,6 +36,19 @@ IMPORTED_STATUS_MEANINGS = frozenset({"ok", "unparsed", "refused", "connection",
                                       "rate_limited", "malformed", "other"})
 
 
+class ModelBackend(str, Enum):
+    """What runs a model's teacher-forced scoring."""
+
+    transformers = "transformers"  # the family's adapter runs the transformers model (medexp.models.hf)
+    vllm = "vllm"  # vLLM's offline engine with prompt log-probs (medexp.models.vllm_scorer; the `vllm` extra)
+
+
+# Families whose prompts vLLM can score as the transformers adapter builds them: the chat-template
+# VLMs (generic: whatever architecture vLLM serves). The BLIP family builds Q-Former query
+# placeholders of its own and CheXagent is remote code; classifiers and black boxes are no LMs.
+VLLM_FAMILIES = frozenset({"generic", "qwen2_5_vl", "llava_onevision", "internvl", "gemma3"})
+
+
 class ModelSource(str, Enum):
     hub = "hub"  # a hub id or a local directory written by save_pretrained
     demo = "demo"  # built and trained offline by medexp.demo, then loaded like a hub model
@@ -85,6 +98,9 @@ class DemoModelConfig:
 class ModelConfig:
     name: str = MISSING
     family: ModelFamily = ModelFamily.generic
+    # transformers, or vllm: scored through vLLM's offline engine (a CUDA machine, `pip install
+    # 'medexp[vllm]'`); its score tables carry no Min-K%++ z (docs/models.md, "vLLM backend").
+    backend: ModelBackend = ModelBackend.transformers
     source: ModelSource = ModelSource.hub
     pretrained: Optional[str] = None  # hub id or local path; unused for demo models
     revision: Optional[str] = None
@@ -141,6 +157,9 @@ class ModelConfig:
         problem = env_name_problem(node.get("api_key_env"), f"{path}.api_key_env")
         if problem:
             return problem
+        problem = backend_problem(node, path)
+        if problem:
+            return problem
         if not [name for name in node.get("reply_fields") or [] if str(name).strip()]:
             return f"{path}.reply_fields is empty: name the field(s) an imported line holds its reply under"
         for word, meaning in (node.get("status_map") or {}).items():
@@ -148,3 +167,17 @@ class ModelConfig:
                 return (f"{path}.status_map.{word}={meaning!r}: a status means one of "
                         f"{sorted(IMPORTED_STATUS_MEANINGS)}")
         return None
+
+
+def backend_problem(node, path: str) -> str | None:
+    """Why the model's family or placement cannot run on its backend, or None."""
+    if ModelBackend(node.get("backend")) is not ModelBackend.vllm:
+        return None
+    family = ModelFamily(node.get("family")).value
+    if family not in VLLM_FAMILIES:
+        return (f"{path}.backend=vllm: family {family!r} cannot be scored through vLLM; the vllm backend "
+                f"serves {sorted(VLLM_FAMILIES)} (use backend=transformers)")
+    if node.get("device_map") is not None:
+        return (f"{path}.device_map={node.get('device_map')!r} places a transformers model; vLLM places the "
+                "model itself: leave device_map null with backend=vllm")
+    return None
