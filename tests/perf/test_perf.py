@@ -28,7 +28,7 @@ def _loop_rank_p(loglik: np.ndarray, n_permutations: int, seed: int) -> float:
     return (1 + exceed) / (1 + n_permutations)
 
 
-def _random_words_s(count: int, rounds: int = 3) -> float:
+def _random_words_s(count: int, rounds: int = 5) -> float:
     """The engine's floor: the fastest of ``rounds`` draws of ``count`` 32-bit words from numpy's
     Generator, one call each (Fisher-Yates needs n - 1 words per permutation)."""
     rng = np.random.default_rng(2)
