@@ -41,14 +41,18 @@ def permuted_dots(
     ``Generator.integers(0, 2**32, count, dtype=np.uint32)``). The result does not depend on
     ``block_words``, the count asked for at a time.
     """
+    if not all(np.issubdtype(np.asarray(array).dtype, np.integer) for array in (values, weights)):
+        raise ValueError("values and weights must be integers: the sums are exact")
     shuffled = np.array(values, dtype=np.int64)
     weights = np.ascontiguousarray(weights, dtype=np.int64)
     if shuffled.ndim != 1 or shuffled.shape != weights.shape or shuffled.size < 1:
         raise ValueError(f"values and weights must be 1-d arrays of one length, got {shuffled.shape} and {weights.shape}")
     if shuffled.size > _WORD_RANGE:
         raise ValueError(f"{shuffled.size} values: a 32-bit word draws positions among at most 2**32")
-    # Python integers: the largest sum any permutation can reach must fit the kernel's int64.
-    if int(np.abs(shuffled).max()) * int(np.abs(weights).sum()) >= 1 << 63:
+    # In Python integers, which cannot overflow: the largest partial sum any permutation can reach
+    # must fit the kernel's int64.
+    largest_value = max(abs(int(shuffled.min())), abs(int(shuffled.max())))
+    if largest_value * sum(map(abs, weights.tolist())) >= 1 << 63:
         raise ValueError("values and weights too large for exact 64-bit sums")
     sums = np.empty(n_permutations, dtype=np.int64)
     progress = np.array([shuffled.size - 1, 0], dtype=np.int64)  # next step, partial sum

@@ -75,8 +75,10 @@ def test_the_sums_do_not_depend_on_the_block_size():
         np.testing.assert_array_equal(permuted_dots(values, weights, 500, _words(4), block_words=block), reference)
 
 
-def test_sums_that_could_overflow_are_refused():
+def test_inputs_whose_sums_would_not_be_exact_are_refused():
     with pytest.raises(ValueError, match="64-bit"):
         permuted_dots([2**40, 1], [2**30, 1], 1, _words(0))
     with pytest.raises(ValueError, match="one length"):
         permuted_dots([1, 2, 3], [1, 2], 1, _words(0))
+    with pytest.raises(ValueError, match="integers"):
+        permuted_dots([0.5, 1.0], [1, 2], 1, _words(0))
