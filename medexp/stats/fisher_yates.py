@@ -4,7 +4,7 @@
 permutations pi, the sum over positions i of ``weights[i] * values[pi(i)]``: the null draws of a
 rank permutation test. A compiled Fisher-Yates shuffle makes them in one pass per permutation
 with the dot product fused in, so the work per position is one 32-bit random word, a multiply
-and a swap inside an array that stays in the L1 cache.
+and a swap inside an array that stays in cache (docs/testing.md measures it).
 
 Exactness. Step i (from the last position down) moves a uniform position j of 0..i to i. j comes
 from a 32-bit word w by Lemire's multiply-shift, j = floor(w (i + 1) / 2**32); the 2**32 mod (i + 1)
