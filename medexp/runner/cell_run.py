@@ -14,6 +14,7 @@ from medexp.portable import kernel_settings
 from medexp.runner.evaluate import check_cell, evaluate
 from medexp.runner.inputs import load_inputs
 from medexp.runner.signals import signal_name, signals_raise
+from medexp.stats import PERMUTATION_ENGINE
 
 log = logging.getLogger("medexp")
 
@@ -63,11 +64,12 @@ def run_cell(cfg: DictConfig, parent_run_id: str | None = None, tracker=None) ->
     tracker = tracker or Tracker(cfg.tracking, cfg.paths.root)
     tracker.reconcile()  # runs left RUNNING by a killed process or a lost node
     resolved = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    # Same key but other settings (seed, permutations, ...) or another medexp version is another
-    # computation.
-    fingerprint = stable_hash(
-        {"medexp": _version(), **{k: v for k, v in resolved.items() if k not in _RUN_NEUTRAL_KEYS}}
-    )
+    # Same key but other settings (seed, permutations, ...), another medexp version or other
+    # permutation draws is another computation.
+    fingerprint = stable_hash({
+        "medexp": _version(), "permutation_engine": PERMUTATION_ENGINE,
+        **{k: v for k, v in resolved.items() if k not in _RUN_NEUTRAL_KEYS},
+    })
     with signals_raise(), _cell_lock(cfg, cell, fingerprint):
         inputs, load_error = None, None
         try:

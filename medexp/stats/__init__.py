@@ -11,6 +11,7 @@ from medexp.stats.cohort import (
 )
 from medexp.stats.multiple_testing import adjust_pvalues
 from medexp.stats.permutation import (
+    PERMUTATION_ENGINE,
     RankExchangeabilityResult,
     ShardTestResult,
     rank_exchangeability,
@@ -31,6 +32,7 @@ __all__ = [
     "AUCTest",
     "CohortRelabelResult",
     "MeanCI",
+    "PERMUTATION_ENGINE",
     "RankExchangeabilityResult",
     "ShardTestResult",
     "SignTest",

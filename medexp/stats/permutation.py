@@ -11,8 +11,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
-# Permutation statistics are computed in blocks of this many rows.
-_BLOCK = 64
+# The permutation draws of rank_exchangeability: under another engine a seed gives other
+# permutations, so other p-values. Every cell's fingerprint carries it (medexp.runner.cell_run):
+# a cell tracked under another engine is computed again, not reused. Bump it when the draws change.
+PERMUTATION_ENGINE = "fisher-yates-lemire-1"
 
 
 @dataclass(frozen=True)
@@ -48,23 +50,19 @@ def rank_exchangeability(
         raise ValueError(f"rank_exchangeability: {int(np.sum(~np.isfinite(values)))} non-finite scores")
     if n_permutations < 1:
         raise ValueError("n_permutations must be >= 1")
+    from medexp.stats.fisher_yates import permuted_dots  # here: importing numba takes about 0.4 s
+
     n = values.size
-    # Doubled average ranks are integers, so every dot product below is exact in float64 and
-    # ties between a permutation and the observed order are counted exactly.
-    doubled_ranks = 2.0 * sps.rankdata(values)
-    earliness = np.arange(n - 1, -1, -1, dtype=np.float64)
-    observed = float(doubled_ranks @ earliness)
+    # Doubled average ranks are integers, so every sum below is exact in 64-bit integers and ties
+    # between a permutation and the observed order are counted exactly.
+    doubled_ranks = np.rint(2.0 * sps.rankdata(values)).astype(np.int64)
+    earliness = np.arange(n - 1, -1, -1, dtype=np.int64)
+    observed = int(doubled_ranks @ earliness)
 
     rng = np.random.default_rng(seed)
-    null = np.empty(n_permutations, dtype=np.float64)
-    block = np.empty((_BLOCK, n), dtype=np.intp)
-    for start in range(0, n_permutations, _BLOCK):
-        rows = min(_BLOCK, n_permutations - start)
-        # Drawing the permutations dominates the cost; Generator.permutation row by row is
-        # faster than Generator.permuted on a 2-d block, and the dot products are batched.
-        for row in range(rows):
-            block[row] = rng.permutation(n)
-        null[start : start + rows] = doubled_ranks[block[:rows]] @ earliness
+    null = permuted_dots(
+        doubled_ranks, earliness, n_permutations, lambda count: rng.integers(0, 1 << 32, size=count, dtype=np.uint32)
+    )
     n_exceed = int(np.count_nonzero(null >= observed))
 
     to_rho = _spearman_from_raw(doubled_ranks, earliness)
