@@ -42,6 +42,28 @@ class PreparedExample:
     boundary_merged: bool
 
 
+@dataclass(frozen=True)
+class SharedPrefix:
+    """Examples with one image whose model inputs begin with the same ``length`` tokens (the
+    chat template's start, every image token, and whatever prompt text they share); each
+    continuation is the rest of its prompt (at least one token, whose logits score the first
+    answer token) followed by its answer."""
+
+    items: list[PreparedExample]
+    length: int
+    continuations: list[list[int]]
+    answer_starts: list[int]  # index in the continuation of the first answer token
+
+
+@dataclass
+class TokenCounts:
+    """Tokens of scored examples: ``naive`` if each ran whole (image tokens, prompt, answer), and
+    ``computed``, those that went through the model (a shared prefix counts once)."""
+
+    naive: int = 0
+    computed: int = 0
+
+
 class CheckpointScorer:
     """What every adapter shares: its settings checked, the checkpoint's architecture checked,
     processor and model loaded in the configured dtype and placed on the device, in eval mode."""
@@ -123,12 +145,17 @@ class HFScorer(CheckpointScorer):
     # Processor outputs aligned with input_ids that must be widened to cover the appended answer.
     # Everything else the processor returns (pixel_values, image_grid_thw, ...) passes unchanged.
     SEQUENCE_KEYS: tuple[str, ...] = ("token_type_ids", "mm_token_type_ids")
+    # Why the family cannot score from a shared prefix's key/value cache (None: it can); such a
+    # family ignores `shared_prefix` and runs every example whole.
+    SHARED_PREFIX_UNSUPPORTED: str | None = None
 
     def __init__(self, model_cfg, location: str):
         super().__init__(model_cfg, location)
         self.tokenizer = self.processor.tokenizer
         self.use_chat = bool(model_cfg.use_chat_template and getattr(self.processor, "chat_template", None))
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        self.shared_prefix = bool(model_cfg.shared_prefix) and self.SHARED_PREFIX_UNSUPPORTED is None
+        self.token_counts = TokenCounts()
 
     # ------------------------------------------------------------------ family hooks
     def processor_inputs(self, prompts: list[str], images: list | None):
@@ -148,6 +175,13 @@ class HFScorer(CheckpointScorer):
     def text_logits(self, input_ids, attention_mask):
         """Logits of text-only input (the exchangeability test scores text without images)."""
         return self.model(input_ids=input_ids, attention_mask=attention_mask).logits
+
+    def prefix_positions(self, inputs: dict[str, Any]):
+        """Position ids of a batch of left-padded prefixes, and each row's next position (where
+        its continuation starts). Plain 1-D positions count the real tokens; families with
+        their own position scheme (Qwen2.5-VL's multimodal rope) override this."""
+        mask = inputs["attention_mask"]
+        return (mask.cumsum(-1) - 1).clamp_min(0), mask.sum(-1)
 
     # ------------------------------------------------------------------ prompts
     def prompt(self, example: Example) -> str:
@@ -173,9 +207,16 @@ class HFScorer(CheckpointScorer):
 
     # ------------------------------------------------------------------ examples
     def score_examples(self, examples: Sequence[Example]) -> pd.DataFrame:
-        """One row per example: per-token log-probs and Min-K%++ z of the gold answer."""
+        """One row per example: per-token log-probs and Min-K%++ z of the gold answer.
+
+        With ``shared_prefix``, examples sharing an image are scored from their common prefix's
+        key/value cache (see :meth:`_score_shared`); the others, and all of them without it,
+        run whole."""
         rows: list[dict[str, Any]] = []
         prepared = [self._prepare(ex) for ex in examples]
+        shared: list[SharedPrefix] = []
+        if self.shared_prefix:
+            shared, prepared = self._shared_prefixes(prepared)
         for batch in self._batches(prepared, int(self.cfg.batch_size), self._input_length):
             # Image and text-only examples cannot share a processor call.
             for group in (
@@ -184,6 +225,7 @@ class HFScorer(CheckpointScorer):
             ):
                 if group:
                     rows.extend(self._score_group(group))
+        rows.extend(self._score_shared(shared))
         order = {ex.example_id: i for i, ex in enumerate(examples)}
         rows.sort(key=lambda row: order[row["example_id"]])
         return pd.DataFrame(rows)
@@ -231,6 +273,13 @@ class HFScorer(CheckpointScorer):
         with torch.inference_mode():
             logits = self.example_logits(inputs)
         token_logprobs, token_z = answer_token_scores(logits, inputs["input_ids"], answer_mask.to(self.device))
+        tokens = int(inputs["attention_mask"].sum())
+        self.token_counts.naive += tokens
+        self.token_counts.computed += tokens
+        return self._rows(group, token_logprobs, token_z)
+
+    @staticmethod
+    def _rows(group: list[PreparedExample], token_logprobs, token_z) -> list[dict[str, Any]]:
         rows = []
         for item, logprob, z in zip(group, token_logprobs, token_z):
             values = logprob.cpu().numpy()
@@ -247,6 +296,109 @@ class HFScorer(CheckpointScorer):
                 }
             )
         return rows
+
+    # ------------------------------------------------------------------ shared prefixes
+    def _shared_prefixes(self, prepared: list[PreparedExample]) -> tuple[list[SharedPrefix], list[PreparedExample]]:
+        """The examples that share a prefix with another one, grouped by image, and the rest.
+
+        An image's prefix is the longest common start of its examples' processor-expanded
+        input ids, shortened to leave each continuation at least one prompt token; it must hold
+        every image token (and every token a per-token processor output marks), because only the
+        prefix pass sees the pixels. An image whose examples do not meet that runs whole."""
+        by_image: dict[Any, list[PreparedExample]] = {}
+        for item in prepared:
+            if item.example.image is not None:
+                by_image.setdefault(item.example.image, []).append(item)
+        shared, kept = [], set()
+        for items in by_image.values():
+            prefix = self._shared_prefix(items) if len(items) > 1 else None
+            if prefix is not None:
+                shared.append(prefix)
+                kept.update(id(item) for item in items)
+        return shared, [item for item in prepared if id(item) not in kept]
+
+    def _shared_prefix(self, items: list[PreparedExample]) -> SharedPrefix | None:
+        encoded = self._encode(items)
+        mask = encoded["attention_mask"].bool()
+        prompts = [encoded["input_ids"][row][mask[row]].tolist() for row in range(len(items))]
+        length = min(len(ids) for ids in prompts) - 1
+        first = prompts[0]
+        for ids in prompts[1:]:
+            length = next((index for index in range(length) if ids[index] != first[index]), length)
+        image_token = getattr(self.model.config, "image_token_id", None)
+        marked = [encoded[key][row][mask[row]].tolist() for key in self.SEQUENCE_KEYS if key in encoded
+                  for row in range(len(items))]
+        if length < 1 or any(image_token in ids[length:] for ids in prompts) or any(any(v[length:]) for v in marked):
+            return None
+        return SharedPrefix(items, length, [ids[length:] + item.answer_ids for ids, item in zip(prompts, items)],
+                            [len(ids) - length for ids in prompts])
+
+    def _score_shared(self, prefixes: list[SharedPrefix]) -> list[dict[str, Any]]:
+        """Rows of examples scored from their shared prefixes: a batch of prefixes runs once with
+        the pixels (left-padded, so that each prefix's last token sits next to its
+        continuation and every key/value sits at its real distance from the queries), then the
+        continuations run in batches from a copy of their prefix's cache rows."""
+        rows: list[dict[str, Any]] = []
+        batch_size = int(self.cfg.batch_size)
+        for batch in self._batches(prefixes, batch_size, lambda prefix: prefix.length):
+            cache, attention, next_position = self._run_prefixes(batch)
+            self.token_counts.computed += sum(prefix.length for prefix in batch)
+            members = [(index, member) for index, prefix in enumerate(batch) for member in range(len(prefix.items))]
+            for chunk in self._batches(members, batch_size,
+                                       lambda pair: len(batch[pair[0]].continuations[pair[1]])):
+                rows.extend(self._score_continuations(batch, chunk, cache, attention, next_position))
+        return rows
+
+    def _run_prefixes(self, batch: list[SharedPrefix]):
+        """The key/value cache of a batch of prefixes (left-padded), their attention mask and
+        the position each continuation starts at."""
+        import torch
+
+        encoded = self._encode([prefix.items[0] for prefix in batch])
+        mask = encoded["attention_mask"].bool()
+        width = max(prefix.length for prefix in batch)
+        per_token = [key for key in ("input_ids", *self.SEQUENCE_KEYS) if key in encoded]
+        padded = {key: torch.zeros((len(batch), width), dtype=encoded[key].dtype) for key in per_token}
+        padded["input_ids"].fill_(self.pad_id)
+        attention = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, prefix in enumerate(batch):
+            for key in per_token:
+                padded[key][row, width - prefix.length :] = encoded[key][row][mask[row]][: prefix.length]
+            attention[row, width - prefix.length :] = 1
+        inputs = {key: value for key, value in encoded.items() if key not in ("input_ids", "attention_mask")}
+        inputs.update(padded, attention_mask=attention)
+        inputs = {key: value.to(self.device) if torch.is_tensor(value) else value for key, value in inputs.items()}
+        position_ids, next_position = self.prefix_positions(inputs)
+        with torch.inference_mode():
+            # Only the cache is needed: the language-model head runs on the last position alone.
+            output = self.model(**inputs, position_ids=position_ids, use_cache=True, logits_to_keep=1)
+        return output.past_key_values, inputs["attention_mask"], next_position
+
+    def _score_continuations(self, batch: list[SharedPrefix], chunk: list[tuple[int, int]], cache, prefix_attention,
+                             next_position) -> list[dict[str, Any]]:
+        import torch
+
+        from medexp.scoring.teacher_forcing import answer_token_scores
+
+        continuations = [batch[index].continuations[member] for index, member in chunk]
+        width = max(len(ids) for ids in continuations)
+        input_ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(chunk), width), dtype=torch.long)
+        answer_mask = torch.zeros((len(chunk), width), dtype=torch.bool)
+        for row, ((index, member), ids) in enumerate(zip(chunk, continuations)):
+            input_ids[row, : len(ids)] = torch.tensor(ids)
+            attention[row, : len(ids)] = 1
+            answer_mask[row, batch[index].answer_starts[member] : len(ids)] = True
+        owners = torch.tensor([index for index, _ in chunk], device=self.device)
+        input_ids, attention, answer_mask = input_ids.to(self.device), attention.to(self.device), answer_mask.to(self.device)
+        positions = next_position[owners][:, None] + torch.arange(width, device=self.device)
+        with torch.inference_mode():
+            logits = self.model(input_ids=input_ids, attention_mask=torch.cat([prefix_attention[owners], attention], 1),
+                                position_ids=positions, past_key_values=cache_rows(cache, owners), use_cache=True).logits
+        token_logprobs, token_z = answer_token_scores(logits, input_ids, answer_mask)
+        self.token_counts.computed += sum(len(ids) for ids in continuations)
+        self.token_counts.naive += sum(batch[index].length + len(ids) for (index, _), ids in zip(chunk, continuations))
+        return self._rows([batch[index].items[member] for index, member in chunk], token_logprobs, token_z)
 
     # ------------------------------------------------------------------ generation
     def generate(self, examples: Sequence[Example], max_new_tokens: int) -> list[str]:
@@ -337,6 +489,18 @@ def token_budget_batches(lengths: Sequence[int], budget: int) -> list[list[int]]
     if current:
         batches.append(current)
     return batches
+
+
+def cache_rows(cache, rows):
+    """A key/value cache holding the given batch rows of ``cache`` (repeats allowed); ``cache``
+    itself is left as it is, so later continuations start from the same prefixes."""
+    import copy
+
+    selected = copy.copy(cache)
+    selected.layers = [copy.copy(layer) for layer in cache.layers]
+    for layer in selected.layers:
+        layer.batch_select_indices(rows)
+    return selected
 
 
 def _append_answers(encoded, answer_ids: list[list[int]], pad_id: int, sequence_keys: tuple[str, ...]):
