@@ -304,6 +304,38 @@ def build_gemma3(out_dir: Path):
     return _save(Gemma3ForConditionalGeneration(config), processor, out_dir)
 
 
+# ------------------------------------------------------------------------ LLaVA (the demo models)
+
+
+def build_llava(out_dir: Path):
+    """The offline demo models' architecture and prompt format (medexp.demo.models), which the
+    generic adapter scores: a LlavaForConditionalGeneration with a Llama language model."""
+    from transformers import CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration
+    from transformers import LlavaProcessor
+
+    from medexp.demo.models import CHAT_TEMPLATE, IMAGE_TOKEN, PATCH_SIZE, SPECIAL_TOKENS
+
+    tokenizer = train_tokenizer(SPECIAL_TOKENS, pad_token="<pad>", bos_token="<s>", eos_token="</s>",
+                                extra_special_tokens={"image_token": IMAGE_TOKEN})
+    side = 32  # 4 x 4 patches of 8 px: 16 image tokens, as in the demo
+    processor = LlavaProcessor(
+        image_processor=CLIPImageProcessor(size={"shortest_edge": side}, crop_size={"height": side, "width": side}),
+        tokenizer=tokenizer, patch_size=PATCH_SIZE, vision_feature_select_strategy="default",
+        num_additional_image_tokens=1, chat_template=CHAT_TEMPLATE,
+    )
+    config = LlavaConfig(
+        vision_config=CLIPVisionConfig(image_size=side, patch_size=PATCH_SIZE, hidden_size=32, intermediate_size=64,
+                                       num_hidden_layers=2, num_attention_heads=4),
+        text_config=LlamaConfig(vocab_size=len(tokenizer), hidden_size=TEXT_HIDDEN, intermediate_size=64,
+                                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+                                max_position_embeddings=2048, pad_token_id=tokenizer.pad_token_id),
+        image_token_id=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN),
+        vision_feature_layer=-1,
+        vision_feature_select_strategy="default",
+    )
+    return _save(LlavaForConditionalGeneration(config), processor, out_dir)
+
+
 # ------------------------------------------------------------------------ shared
 
 
@@ -333,6 +365,7 @@ FAMILIES = {
     "llava_onevision": TinyFamily("llava_onevision", build_llava_onevision),
     "internvl": TinyFamily("internvl", build_internvl),
     "gemma3": TinyFamily("gemma3", build_gemma3),
+    "llava": TinyFamily("generic", build_llava),  # the demo models' architecture
 }
 
 
