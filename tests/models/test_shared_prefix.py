@@ -103,3 +103,19 @@ def test_q_former_families_say_why_they_cannot_share_a_prefix():
 
     for scorer_class in (Blip2Scorer, InstructBlipScorer, CheXagentScorer):
         assert "Q-Former" in scorer_class.SHARED_PREFIX_UNSUPPORTED
+
+
+def test_a_cell_reports_the_tokens_its_scorer_computed(tiny_checkpoint, shared_examples, monkeypatch, tmp_path):
+    import medexp.models
+    from medexp.benchmarks.base import Benchmark
+    from medexp.evaluators.context import CellContext
+
+    scorer = make_scorer(tiny_checkpoint("llava"), "generic")
+    monkeypatch.setattr(medexp.models, "load_scorer", lambda model_cfg, cache_dir: scorer)
+    cfg = OmegaConf.create({"model": OmegaConf.to_container(model_config("generic"))})
+    ctx = CellContext(cfg, 0, Benchmark(name="tiny", examples=shared_examples), shared_examples, tmp_path)
+    assert ctx.scoring_metrics() == {}  # model never loaded: every score came from the cache
+    ctx.scorer().score_examples(shared_examples)
+    metrics = ctx.scoring_metrics()
+    assert metrics == {"tokens_naive": scorer.token_counts.naive, "tokens_computed": scorer.token_counts.computed}
+    assert 0 < metrics["tokens_computed"] < metrics["tokens_naive"]
