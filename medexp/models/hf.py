@@ -299,39 +299,61 @@ class HFScorer(CheckpointScorer):
 
     # ------------------------------------------------------------------ shared prefixes
     def _shared_prefixes(self, prepared: list[PreparedExample]) -> tuple[list[SharedPrefix], list[PreparedExample]]:
-        """The examples that share a prefix with another one, grouped by image, and the rest.
+        """The examples that share a prefix with another one, grouped by (image, prefix), and the rest.
 
-        An image's prefix is the longest common start of its examples' processor-expanded
-        input ids, shortened to leave each continuation at least one prompt token; it must hold
-        every image token (and every token a per-token processor output marks), because only the
-        prefix pass sees the pixels. An image whose examples do not meet that runs whole."""
+        A prefix is the longest common start of its examples' processor-expanded input ids,
+        shortened to leave each continuation at least one prompt token; it must hold every image
+        token (and every token a per-token processor output marks), because only the prefix pass
+        sees the pixels. An image's examples share one prefix, or, when that computes fewer
+        tokens, one per distinct prompt (option_order asks each prompt once per option letter:
+        the whole prompt is then the prefix). Examples left alone run whole."""
         by_image: dict[Any, list[PreparedExample]] = {}
         for item in prepared:
             if item.example.image is not None:
                 by_image.setdefault(item.example.image, []).append(item)
-        shared, kept = [], set()
+        shared: list[SharedPrefix] = []
         for items in by_image.values():
-            prefix = self._shared_prefix(items) if len(items) > 1 else None
-            if prefix is not None:
-                shared.append(prefix)
-                kept.update(id(item) for item in items)
+            if len(items) > 1:
+                shared.extend(self._image_prefixes(items))
+        kept = {id(item) for prefix in shared for item in prefix.items}
         return shared, [item for item in prepared if id(item) not in kept]
 
-    def _shared_prefix(self, items: list[PreparedExample]) -> SharedPrefix | None:
+    def _image_prefixes(self, items: list[PreparedExample]) -> list[SharedPrefix]:
+        """The prefixes of one image's examples: one for all, or one per distinct prompt,
+        whichever computes fewer tokens (an example outside every prefix counts whole)."""
         encoded = self._encode(items)
         mask = encoded["attention_mask"].bool()
         prompts = [encoded["input_ids"][row][mask[row]].tolist() for row in range(len(items))]
-        length = min(len(ids) for ids in prompts) - 1
-        first = prompts[0]
-        for ids in prompts[1:]:
-            length = next((index for index in range(length) if ids[index] != first[index]), length)
-        image_token = getattr(self.model.config, "image_token_id", None)
-        marked = [encoded[key][row][mask[row]].tolist() for key in self.SEQUENCE_KEYS if key in encoded
+        marked = [[encoded[key][row][mask[row]].tolist() for key in self.SEQUENCE_KEYS if key in encoded]
                   for row in range(len(items))]
-        if length < 1 or any(image_token in ids[length:] for ids in prompts) or any(any(v[length:]) for v in marked):
+        by_prompt: dict[tuple[int, ...], list[int]] = {}
+        for row, ids in enumerate(prompts):
+            by_prompt.setdefault(tuple(ids), []).append(row)
+        options = [[list(range(len(items)))], [rows for rows in by_prompt.values() if len(rows) > 1]]
+        whole = [len(ids) + len(item.answer_ids) for ids, item in zip(prompts, items)]
+
+        def computed(prefixes: list[SharedPrefix]) -> int:
+            covered = {id(item) for prefix in prefixes for item in prefix.items}
+            return (sum(prefix.length + sum(map(len, prefix.continuations)) for prefix in prefixes)
+                    + sum(n for n, item in zip(whole, items) if id(item) not in covered))
+
+        candidates = [[prefix for rows in option if (prefix := self._prefix(items, prompts, marked, rows))]
+                      for option in options]
+        return min(candidates, key=computed)
+
+    def _prefix(self, items, prompts: list[list[int]], marked: list[list[list[int]]], rows: list[int]):
+        """The shared prefix of ``rows`` of an image's examples, or None if they have none."""
+        length = min(len(prompts[row]) for row in rows) - 1
+        first = prompts[rows[0]]
+        for row in rows[1:]:
+            length = next((index for index in range(length) if prompts[row][index] != first[index]), length)
+        image_token = getattr(self.model.config, "image_token_id", None)
+        if (length < 1 or any(image_token in prompts[row][length:] for row in rows)
+                or any(any(values[length:]) for row in rows for values in marked[row])):
             return None
-        return SharedPrefix(items, length, [ids[length:] + item.answer_ids for ids, item in zip(prompts, items)],
-                            [len(ids) - length for ids in prompts])
+        return SharedPrefix([items[row] for row in rows], length,
+                            [prompts[row][length:] + items[row].answer_ids for row in rows],
+                            [len(prompts[row]) - length for row in rows])
 
     def _score_shared(self, prefixes: list[SharedPrefix]) -> list[dict[str, Any]]:
         """Rows of examples scored from their shared prefixes: a batch of prefixes runs once with

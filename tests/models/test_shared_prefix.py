@@ -71,6 +71,28 @@ def test_shared_prefix_counts_by_hand(tiny_checkpoint, tiny_examples):
     assert scorer.token_counts.computed == common + sum(n - common for n in whole)
 
 
+@pytest.mark.parametrize("name", ["llava", "gemma3"])
+def test_option_order_arms_share_each_whole_prompt(tiny_checkpoint, tiny_examples, name):
+    """option_order asks one image two orders of the options, each once per letter: one prefix
+    per prompt (everything but its last token) computes fewer tokens than one per image."""
+    directory, family = tiny_checkpoint(name), FAMILIES[name].family
+    image = tiny_examples[0][1].image
+    arms = ["Is there a lesion?\nA) yes\nB) no\nAnswer with the letter.",
+            "Is there a lesion?\nA) no\nB) yes\nAnswer with the letter."]
+    asked = [Example(f"oo::{arm}::{letter}", 0, image, prompt, letter)
+             for arm, prompt in enumerate(arms) for letter in "AB"]
+    shared = make_scorer(directory, family)
+    plain = make_scorer(directory, family, shared_prefix=False)
+    for a, b in zip(rows(shared.score_examples(asked)), rows(plain.score_examples(asked))):
+        assert_rows_close(a, b, atol=ATOL)
+    items = [shared._prepare(ex) for ex in asked]
+    prompts = [int(shared._encode([item])["attention_mask"].sum()) for item in items]
+    assert shared.token_counts.naive == sum(n + len(item.answer_ids) for n, item in zip(prompts, items))
+    # Each arm's prompt minus its last token once, then per letter that token and the answer.
+    assert shared.token_counts.computed == (prompts[0] - 1) + (prompts[2] - 1) + sum(
+        1 + len(item.answer_ids) for item in items)
+
+
 def test_token_budget_batches_shared_prefixes_with_the_same_scores(tiny_checkpoint, shared_examples):
     directory = tiny_checkpoint("qwen2_5_vl")
     plain = rows(make_scorer(directory, "qwen2_5_vl", shared_prefix=False).score_examples(shared_examples))
