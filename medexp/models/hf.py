@@ -321,11 +321,16 @@ class HFScorer(CheckpointScorer):
     def _image_prefixes(self, items: list[PreparedExample]) -> list[SharedPrefix]:
         """The prefixes of one image's examples: one for all, or one per distinct prompt,
         whichever computes fewer tokens (an example outside every prefix counts whole)."""
-        encoded = self._encode(items)
-        mask = encoded["attention_mask"].bool()
-        prompts = [encoded["input_ids"][row][mask[row]].tolist() for row in range(len(items))]
-        marked = [[encoded[key][row][mask[row]].tolist() for key in self.SEQUENCE_KEYS if key in encoded]
-                  for row in range(len(items))]
+        prompts: list[list[int]] = []
+        marked: list[list[list[int]]] = []
+        batch_size = int(self.cfg.batch_size)
+        # batch_size examples per processor call: each carries its own copy of the image's pixels.
+        for start in range(0, len(items), batch_size):
+            encoded = self._encode(items[start : start + batch_size])
+            mask = encoded["attention_mask"].bool()
+            for row in range(len(mask)):
+                prompts.append(encoded["input_ids"][row][mask[row]].tolist())
+                marked.append([encoded[key][row][mask[row]].tolist() for key in self.SEQUENCE_KEYS if key in encoded])
         by_prompt: dict[tuple[int, ...], list[int]] = {}
         for row, ids in enumerate(prompts):
             by_prompt.setdefault(tuple(ids), []).append(row)
