@@ -50,7 +50,8 @@ QWEN25_VL_7B_VISION = {
 TINY_TEXT = {
     "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
     "num_key_value_heads": 2, "max_position_embeddings": 4096, "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
-    "hidden_act": "silu", "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]},
+    "hidden_act": "silu",
+    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]},
 }
 TINY_VISION = {**QWEN25_VL_7B_VISION, "depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 4,
                "out_hidden_size": 64, "fullatt_block_indexes": [1]}
@@ -262,7 +263,7 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "torch": torch.__version__,
         "transformers": __import__("transformers").__version__,
-        "model": ("tiny Qwen2.5-VL config" if args.tiny else "Qwen2.5-VL-7B-Instruct shape") + f", random weights, {dtype}",
+        "model": f"{'tiny Qwen2.5-VL' if args.tiny else 'Qwen2.5-VL-7B-Instruct'} shape, random weights, {dtype}",
         "parameters": sum(p.numel() for p in scorer.model.parameters()),
         "matmul_parameters": params,
         "build_s": build_s,

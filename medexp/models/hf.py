@@ -417,11 +417,13 @@ class HFScorer(CheckpointScorer):
             attention[row, : len(ids)] = 1
             answer_mask[row, batch[index].answer_starts[member] : len(ids)] = True
         owners = torch.tensor([index for index, _ in chunk], device=self.device)
-        input_ids, attention, answer_mask = input_ids.to(self.device), attention.to(self.device), answer_mask.to(self.device)
+        input_ids, answer_mask = input_ids.to(self.device), answer_mask.to(self.device)
+        # The mask covers the prefix's cached slots (their left padding masked), then the continuation.
+        attention = torch.cat([prefix_attention[owners], attention.to(self.device)], dim=1)
         positions = next_position[owners][:, None] + torch.arange(width, device=self.device)
         with torch.inference_mode():
-            logits = self.model(input_ids=input_ids, attention_mask=torch.cat([prefix_attention[owners], attention], 1),
-                                position_ids=positions, past_key_values=cache_rows(cache, owners), use_cache=True).logits
+            logits = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
+                                past_key_values=cache_rows(cache, owners), use_cache=True).logits
         token_logprobs, token_z = answer_token_scores(logits, input_ids, answer_mask)
         self.token_counts.computed += sum(len(ids) for ids in continuations)
         self.token_counts.naive += sum(batch[index].length + len(ids) for (index, _), ids in zip(chunk, continuations))

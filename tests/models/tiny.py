@@ -316,8 +316,14 @@ def build_gemma3(out_dir: Path):
 def build_llava(out_dir: Path):
     """The offline demo models' architecture and prompt format (medexp.demo.models), which the
     generic adapter scores: a LlavaForConditionalGeneration with a Llama language model."""
-    from transformers import CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration
-    from transformers import LlavaProcessor
+    from transformers import (
+        CLIPImageProcessor,
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+    )
 
     from medexp.demo.models import CHAT_TEMPLATE, IMAGE_TOKEN, PATCH_SIZE, SPECIAL_TOKENS
 

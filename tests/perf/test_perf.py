@@ -138,17 +138,18 @@ def realistic_image_tokens(tmp_path_factory, demo_setup):
     """A function building scorers of a tiny random Qwen2.5-VL whose images take 256 tokens (a
     real checkpoint gives a SLAKE scan a few hundred), with a 256-wide, 4-layer language model;
     and the demo's examples with their images at 128 px (16 x 16 tokens of 8 px)."""
+    import torch
+
     from tests.models import tiny
     from tests.models.conftest import make_scorer
 
     root = tmp_path_factory.mktemp("qwen-256-image-tokens")
-    import torch
-
     torch.manual_seed(0)
     directory = tiny.build_qwen2_5_vl(root / "model", max_side=128, text_hidden=256, text_layers=4)
     (root / "images").mkdir()
     _, examples = demo_setup
-    return (lambda **settings: make_scorer(directory, "qwen2_5_vl", batch_size=16, **settings)), examples, root / "images"
+    make = lambda **settings: make_scorer(directory, "qwen2_5_vl", batch_size=16, **settings)  # noqa: E731
+    return make, examples, root / "images"
 
 
 @pytest.mark.parametrize("workload", ["slake_shaped", "option_order"])
