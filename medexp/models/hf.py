@@ -528,7 +528,8 @@ def cache_rows(cache, rows):
     selected = copy.copy(cache)
     selected.layers = [copy.copy(layer) for layer in cache.layers]
     for layer in selected.layers:
-        layer.batch_select_indices(rows)
+        if layer.is_initialized:  # with a device map, each layer's cache sits on its layer's device
+            layer.batch_select_indices(rows.to(layer.keys.device))
     return selected
 
 
