@@ -12,11 +12,19 @@ two paths. Random weights give the real compute of the shapes, not meaningful sc
 
 Needs torch, transformers 5.x, numpy, pandas, Pillow, tokenizers (transformers' own), and, because
 importing medexp's scorer imports ``medexp.config.schemas``: omegaconf and hydra-core (with
-antlr4-python3-runtime and PyYAML). On a machine without them and without network, install them
-into a folder elsewhere (``pip install --target gpu_deps omegaconf hydra-core``), carry it, and run
-with ``PYTHONPATH=.:gpu_deps``. Also torchvision (the build matching torch): transformers'
-Qwen2.5-VL processor requires a video processor, and that needs it; the script stops with that
-message when it is missing.
+antlr4-python3-runtime, attrs and PyYAML). The lent GPU machine (checked 2026-11-26: Python
+3.12.3, torch 2.11.0+cu130, transformers 5.17.0, torchvision 0.26.0) has no omegaconf or hydra
+and no network: copy the pure-Python packages from this machine's venv into an ignored folder,
+carry it, and put it on the path::
+
+    SP=$(.venv/bin/python -c "import omegaconf, os; print(os.path.dirname(os.path.dirname(omegaconf.__file__)))")
+    mkdir -p outputs/gpu_deps && for p in omegaconf hydra antlr4 attr; do cp -r $SP/$p outputs/gpu_deps/; done
+    # on the GPU machine (carry outputs/gpu_deps):
+    PYTHONPATH=.:outputs/gpu_deps python benchmarks/gpu_scoring.py
+
+Also torchvision (the build matching torch): transformers' Qwen2.5-VL processor requires a video
+processor, and that needs it; the script stops with that message when it is missing. Checked on
+a CPU with transformers 5.23.0 and 5.17.0 (``--tiny``).
 
     python benchmarks/gpu_scoring.py                 # 7B shape, bf16, CUDA
     python benchmarks/gpu_scoring.py --tiny          # a tiny config: checks the script on a CPU
