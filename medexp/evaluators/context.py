@@ -42,6 +42,17 @@ class CellContext:
     def scorer(self):
         return self._scorer
 
+    def scoring_metrics(self) -> dict[str, float]:
+        """``tokens_naive`` and ``tokens_computed`` of the teacher-forced scoring this cell ran
+        (see ``medexp.models.hf.TokenCounts``); none when the model was never loaded (every
+        score came from the cache: nothing was computed) or its scorer does not count tokens.
+        The counts describe this run's work, so they are not stored with the cached scores,
+        whose key leaves out how they were computed (``model.shared_prefix``)."""
+        counts = getattr(self.__dict__.get("_scorer"), "token_counts", None)
+        if counts is None or not counts.naive:
+            return {}
+        return {"tokens_naive": float(counts.naive), "tokens_computed": float(counts.computed)}
+
 
 # An evaluator: fetches the score tables or answers its detector needs and calls the detector.
 Evaluator = Callable[[CellContext], DetectorResult]

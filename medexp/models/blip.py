@@ -22,6 +22,12 @@ log = logging.getLogger(__name__)
 class QFormerScorer(HFScorer):
     """Shared behaviour of BLIP-2-style checkpoints (the ``blip2`` family uses it as is)."""
 
+    SHARED_PREFIX_UNSUPPORTED = (
+        "the image enters as Q-Former query outputs: InstructBLIP's and CheXagent's queries read the "
+        "instruction, so no two questions share an image prefix, and remote-code BLIP-2 descendants "
+        "prepend the queries inside forward, outside the input ids a prefix is cut from"
+    )
+
     def __init__(self, model_cfg, location: str):
         super().__init__(model_cfg, location)
         # The prompt template is the whole prompt; a chat template, if a processor carries one,

@@ -24,6 +24,17 @@ class Qwen25VLScorer(HFScorer):
     MODEL_CLASS = "Qwen2_5_VLForConditionalGeneration"
     MODEL_TYPES = ("qwen2_5_vl",)
 
+    def prefix_positions(self, inputs):
+        """Multimodal rope: an image's tokens take (time, height, width) positions and the text
+        after it continues from the largest position so far plus one, so a continuation starts
+        there rather than at the prefix's token count. Computed here, not left to the model,
+        which would keep the batch's rope deltas as state between calls."""
+        positions, _ = self.model.model.get_rope_index(
+            inputs["input_ids"], mm_token_type_ids=inputs["mm_token_type_ids"],
+            image_grid_thw=inputs.get("image_grid_thw"), attention_mask=inputs["attention_mask"])
+        real = inputs["attention_mask"].bool()[None].expand_as(positions)
+        return positions, positions.masked_fill(~real, -1).amax(dim=(0, 2)) + 1
+
 
 class LlavaOnevisionScorer(HFScorer):
     """LLaVA-OneVision in transformers format (llava-hf/llava-onevision-qwen2-7b-ov-hf)."""

@@ -42,6 +42,28 @@ class PreparedExample:
     boundary_merged: bool
 
 
+@dataclass(frozen=True)
+class SharedPrefix:
+    """Examples with one image whose model inputs begin with the same ``length`` tokens (the
+    chat template's start, every image token, and whatever prompt text they share); each
+    continuation is the rest of its prompt (at least one token, whose logits score the first
+    answer token) followed by its answer."""
+
+    items: list[PreparedExample]
+    length: int
+    continuations: list[list[int]]
+    answer_starts: list[int]  # index in the continuation of the first answer token
+
+
+@dataclass
+class TokenCounts:
+    """Tokens of scored examples: ``naive`` if each ran whole (image tokens, prompt, answer), and
+    ``computed``, those that went through the model (a shared prefix counts once)."""
+
+    naive: int = 0
+    computed: int = 0
+
+
 class CheckpointScorer:
     """What every adapter shares: its settings checked, the checkpoint's architecture checked,
     processor and model loaded in the configured dtype and placed on the device, in eval mode."""
@@ -184,11 +206,16 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
     # Processor outputs aligned with input_ids that must be widened to cover the appended answer.
     # Everything else the processor returns (pixel_values, image_grid_thw, ...) passes unchanged.
     SEQUENCE_KEYS: tuple[str, ...] = ("token_type_ids", "mm_token_type_ids")
+    # Why the family cannot score from a shared prefix's key/value cache (None: it can); such a
+    # family ignores `shared_prefix` and runs every example whole.
+    SHARED_PREFIX_UNSUPPORTED: str | None = None
 
     def __init__(self, model_cfg, location: str):
         super().__init__(model_cfg, location)
         self._init_prompts()
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        self.shared_prefix = bool(model_cfg.shared_prefix) and self.SHARED_PREFIX_UNSUPPORTED is None
+        self.token_counts = TokenCounts()
 
     # ------------------------------------------------------------------ family hooks
     def processor_inputs(self, prompts: list[str], images: list | None):
@@ -209,11 +236,25 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
         """Logits of text-only input (the exchangeability test scores text without images)."""
         return self.model(input_ids=input_ids, attention_mask=attention_mask).logits
 
+    def prefix_positions(self, inputs: dict[str, Any]):
+        """Position ids of a batch of left-padded prefixes, and each row's next position (where
+        its continuation starts). Plain 1-D positions count the real tokens; families with
+        their own position scheme (Qwen2.5-VL's multimodal rope) override this."""
+        mask = inputs["attention_mask"]
+        return (mask.cumsum(-1) - 1).clamp_min(0), mask.sum(-1)
+
     # ------------------------------------------------------------------ examples
     def score_examples(self, examples: Sequence[Example]) -> pd.DataFrame:
-        """One row per example: per-token log-probs and Min-K%++ z of the gold answer."""
+        """One row per example: per-token log-probs and Min-K%++ z of the gold answer.
+
+        With ``shared_prefix``, examples sharing an image are scored from their common prefix's
+        key/value cache (see :meth:`_score_shared`); the others, and all of them without it,
+        run whole."""
         rows: list[dict[str, Any]] = []
         prepared = [self._prepare(ex) for ex in examples]
+        shared: list[SharedPrefix] = []
+        if self.shared_prefix:
+            shared, prepared = self._shared_prefixes(prepared)
         for batch in self._batches(prepared, int(self.cfg.batch_size), self._input_length):
             # Image and text-only examples cannot share a processor call.
             for group in (
@@ -222,6 +263,7 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
             ):
                 if group:
                     rows.extend(self._score_group(group))
+        rows.extend(self._score_shared(shared))
         order = {ex.example_id: i for i, ex in enumerate(examples)}
         rows.sort(key=lambda row: order[row["example_id"]])
         return pd.DataFrame(rows)
@@ -262,6 +304,13 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
         with torch.inference_mode():
             logits = self.example_logits(inputs)
         token_logprobs, token_z = answer_token_scores(logits, inputs["input_ids"], answer_mask.to(self.device))
+        tokens = int(inputs["attention_mask"].sum())
+        self.token_counts.naive += tokens
+        self.token_counts.computed += tokens
+        return self._rows(group, token_logprobs, token_z)
+
+    @staticmethod
+    def _rows(group: list[PreparedExample], token_logprobs, token_z) -> list[dict[str, Any]]:
         rows = []
         for item, logprob, z in zip(group, token_logprobs, token_z):
             values = logprob.cpu().numpy()
@@ -278,6 +327,138 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
                 }
             )
         return rows
+
+    # ------------------------------------------------------------------ shared prefixes
+    def _shared_prefixes(self, prepared: list[PreparedExample]) -> tuple[list[SharedPrefix], list[PreparedExample]]:
+        """The examples that share a prefix with another one, grouped by (image, prefix), and the rest.
+
+        A prefix is the longest common start of its examples' processor-expanded input ids,
+        shortened to leave each continuation at least one prompt token; it must hold every image
+        token (and every token a per-token processor output marks), because only the prefix pass
+        sees the pixels. An image's examples share one prefix, or, when that computes fewer
+        tokens, one per distinct prompt (option_order asks each prompt once per option letter:
+        the whole prompt is then the prefix). Examples left alone run whole."""
+        by_image: dict[Any, list[PreparedExample]] = {}
+        for item in prepared:
+            if item.example.image is not None:
+                by_image.setdefault(item.example.image, []).append(item)
+        shared: list[SharedPrefix] = []
+        for items in by_image.values():
+            if len(items) > 1:
+                shared.extend(self._image_prefixes(items))
+        kept = {id(item) for prefix in shared for item in prefix.items}
+        return shared, [item for item in prepared if id(item) not in kept]
+
+    def _image_prefixes(self, items: list[PreparedExample]) -> list[SharedPrefix]:
+        """The prefixes of one image's examples: one for all, or one per distinct prompt,
+        whichever computes fewer tokens (an example outside every prefix counts whole)."""
+        prompts: list[list[int]] = []
+        marked: list[list[list[int]]] = []
+        batch_size = int(self.cfg.batch_size)
+        # batch_size examples per processor call: each carries its own copy of the image's pixels.
+        for start in range(0, len(items), batch_size):
+            encoded = self._encode(items[start : start + batch_size])
+            mask = encoded["attention_mask"].bool()
+            for row in range(len(mask)):
+                prompts.append(encoded["input_ids"][row][mask[row]].tolist())
+                marked.append([encoded[key][row][mask[row]].tolist() for key in self.SEQUENCE_KEYS if key in encoded])
+        by_prompt: dict[tuple[int, ...], list[int]] = {}
+        for row, ids in enumerate(prompts):
+            by_prompt.setdefault(tuple(ids), []).append(row)
+        options = [[list(range(len(items)))], [rows for rows in by_prompt.values() if len(rows) > 1]]
+        whole = [len(ids) + len(item.answer_ids) for ids, item in zip(prompts, items)]
+
+        def computed(prefixes: list[SharedPrefix]) -> int:
+            covered = {id(item) for prefix in prefixes for item in prefix.items}
+            return (sum(prefix.length + sum(map(len, prefix.continuations)) for prefix in prefixes)
+                    + sum(n for n, item in zip(whole, items) if id(item) not in covered))
+
+        candidates = [[prefix for rows in option if (prefix := self._prefix(items, prompts, marked, rows))]
+                      for option in options]
+        return min(candidates, key=computed)
+
+    def _prefix(self, items, prompts: list[list[int]], marked: list[list[list[int]]], rows: list[int]):
+        """The shared prefix of ``rows`` of an image's examples, or None if they have none."""
+        length = min(len(prompts[row]) for row in rows) - 1
+        first = prompts[rows[0]]
+        for row in rows[1:]:
+            length = next((index for index in range(length) if prompts[row][index] != first[index]), length)
+        image_token = getattr(self.model.config, "image_token_id", None)
+        if (length < 1 or any(image_token in prompts[row][length:] for row in rows)
+                or any(any(values[length:]) for row in rows for values in marked[row])):
+            return None
+        return SharedPrefix([items[row] for row in rows], length,
+                            [prompts[row][length:] + items[row].answer_ids for row in rows],
+                            [len(prompts[row]) - length for row in rows])
+
+    def _score_shared(self, prefixes: list[SharedPrefix]) -> list[dict[str, Any]]:
+        """Rows of examples scored from their shared prefixes: a batch of prefixes runs once with
+        the pixels (left-padded, so that each prefix's last token sits next to its
+        continuation and every key/value sits at its real distance from the queries), then the
+        continuations run in batches from a copy of their prefix's cache rows."""
+        rows: list[dict[str, Any]] = []
+        batch_size = int(self.cfg.batch_size)
+        for batch in self._batches(prefixes, batch_size, lambda prefix: prefix.length):
+            cache, attention, next_position = self._run_prefixes(batch)
+            self.token_counts.computed += sum(prefix.length for prefix in batch)
+            members = [(index, member) for index, prefix in enumerate(batch) for member in range(len(prefix.items))]
+            for chunk in self._batches(members, batch_size,
+                                       lambda pair: len(batch[pair[0]].continuations[pair[1]])):
+                rows.extend(self._score_continuations(batch, chunk, cache, attention, next_position))
+        return rows
+
+    def _run_prefixes(self, batch: list[SharedPrefix]):
+        """The key/value cache of a batch of prefixes (left-padded), their attention mask and
+        the position each continuation starts at."""
+        import torch
+
+        encoded = self._encode([prefix.items[0] for prefix in batch])
+        mask = encoded["attention_mask"].bool()
+        width = max(prefix.length for prefix in batch)
+        per_token = [key for key in ("input_ids", *self.SEQUENCE_KEYS) if key in encoded]
+        padded = {key: torch.zeros((len(batch), width), dtype=encoded[key].dtype) for key in per_token}
+        padded["input_ids"].fill_(self.pad_id)
+        attention = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, prefix in enumerate(batch):
+            for key in per_token:
+                padded[key][row, width - prefix.length :] = encoded[key][row][mask[row]][: prefix.length]
+            attention[row, width - prefix.length :] = 1
+        inputs = {key: value for key, value in encoded.items() if key not in ("input_ids", "attention_mask")}
+        inputs.update(padded, attention_mask=attention)
+        inputs = {key: value.to(self.device) if torch.is_tensor(value) else value for key, value in inputs.items()}
+        position_ids, next_position = self.prefix_positions(inputs)
+        with torch.inference_mode():
+            # Only the cache is needed: the language-model head runs on the last position alone.
+            output = self.model(**inputs, position_ids=position_ids, use_cache=True, logits_to_keep=1)
+        return output.past_key_values, inputs["attention_mask"], next_position
+
+    def _score_continuations(self, batch: list[SharedPrefix], chunk: list[tuple[int, int]], cache, prefix_attention,
+                             next_position) -> list[dict[str, Any]]:
+        import torch
+
+        from medexp.scoring.teacher_forcing import answer_token_scores
+
+        continuations = [batch[index].continuations[member] for index, member in chunk]
+        width = max(len(ids) for ids in continuations)
+        input_ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(chunk), width), dtype=torch.long)
+        answer_mask = torch.zeros((len(chunk), width), dtype=torch.bool)
+        for row, ((index, member), ids) in enumerate(zip(chunk, continuations)):
+            input_ids[row, : len(ids)] = torch.tensor(ids)
+            attention[row, : len(ids)] = 1
+            answer_mask[row, batch[index].answer_starts[member] : len(ids)] = True
+        owners = torch.tensor([index for index, _ in chunk], device=self.device)
+        input_ids, answer_mask = input_ids.to(self.device), answer_mask.to(self.device)
+        # The mask covers the prefix's cached slots (their left padding masked), then the continuation.
+        attention = torch.cat([prefix_attention[owners], attention.to(self.device)], dim=1)
+        positions = next_position[owners][:, None] + torch.arange(width, device=self.device)
+        with torch.inference_mode():
+            logits = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
+                                past_key_values=cache_rows(cache, owners), use_cache=True).logits
+        token_logprobs, token_z = answer_token_scores(logits, input_ids, answer_mask)
+        self.token_counts.computed += sum(len(ids) for ids in continuations)
+        self.token_counts.naive += sum(batch[index].length + len(ids) for (index, _), ids in zip(chunk, continuations))
+        return self._rows([batch[index].items[member] for index, member in chunk], token_logprobs, token_z)
 
     # ------------------------------------------------------------------ generation
     def generate(self, examples: Sequence[Example], max_new_tokens: int) -> list[str]:
@@ -351,6 +532,19 @@ def token_budget_batches(lengths: Sequence[int], budget: int) -> list[list[int]]
     if current:
         batches.append(current)
     return batches
+
+
+def cache_rows(cache, rows):
+    """A key/value cache holding the given batch rows of ``cache`` (repeats allowed); ``cache``
+    itself is left as it is, so later continuations start from the same prefixes."""
+    import copy
+
+    selected = copy.copy(cache)
+    selected.layers = [copy.copy(layer) for layer in cache.layers]
+    for layer in selected.layers:
+        if layer.is_initialized:  # with a device map, each layer's cache sits on its layer's device
+            layer.batch_select_indices(rows.to(layer.keys.device))
+    return selected
 
 
 def _append_answers(encoded, answer_ids: list[list[int]], pad_id: int, sequence_keys: tuple[str, ...]):

@@ -17,6 +17,8 @@ from medexp.models import weights_fingerprint
 # another model: the counterpart a differential audit pairs this one with.)
 SCORE_NEUTRAL_MODEL_KEYS = (
     "name", "device", "device_map", "batch_size", "token_budget", "independent",
+    # scoring from a shared prefix's key/value cache gives the plain path's log-probs
+    "shared_prefix",
     # black-box transport settings: they change how a server is asked, never what it answers
     "api_key_env", "max_concurrency", "max_retries", "request_timeout", "retry_backoff", "retry_backoff_max",
     "retry_after_max", "preflight",

@@ -27,8 +27,9 @@ def check_cell(cfg: DictConfig) -> None:
 def evaluate(cfg: DictConfig, seed: int, inputs: CellInputs | None = None) -> tuple[dict[str, float], DetectorResult]:
     """Run the cell ``cfg`` describes on its ``inputs`` (loaded here when not given): control,
     scores, detector; return its metrics (the detector's, plus ``control_order_spearman``,
-    ``n_skipped_examples``, ``n_skipped.<reason>`` and, when bench.dedup removed rows,
-    ``n_deduplicated``) and result."""
+    ``n_skipped_examples``, ``n_skipped.<reason>``, when bench.dedup removed rows,
+    ``n_deduplicated``, and when the cell's model scored anything, ``tokens_naive`` and
+    ``tokens_computed``) and result."""
     from medexp.config.schemas import ControlKind
     from medexp.controls import apply_control, order_spearman, run_with_baselines
 
@@ -49,6 +50,7 @@ def evaluate(cfg: DictConfig, seed: int, inputs: CellInputs | None = None) -> tu
         **result.metrics,
         "control_order_spearman": order_spearman(ctx.examples),
         "n_skipped_examples": float(len(benchmark.skipped)),
+        **ctx.scoring_metrics(),
     }
     # Rows skipped while loading, by reason; an answering detector's examples skipped while making
     # probes for the same reason add to the same count.

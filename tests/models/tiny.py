@@ -88,14 +88,14 @@ def train_tokenizer(special_tokens: list[str], *, add_bos: str | None = None, **
     )
 
 
-def _qwen2_text_config(tokenizer):
+def _qwen2_text_config(tokenizer, hidden: int = TEXT_HIDDEN, layers: int = 2):
     from transformers import Qwen2Config
 
     return Qwen2Config(
         vocab_size=len(tokenizer),
-        hidden_size=TEXT_HIDDEN,
-        intermediate_size=64,
-        num_hidden_layers=2,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=4096,
@@ -132,7 +132,10 @@ QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|
                  "<|image_pad|>", "<|video_pad|>"]
 
 
-def build_qwen2_5_vl(out_dir: Path):
+def build_qwen2_5_vl(out_dir: Path, max_side: int = 64, text_hidden: int = TEXT_HIDDEN, text_layers: int = 2):
+    """``max_side``: images are resized to at most max_side^2 pixels, (max_side / 8)^2 image tokens
+    (the perf suite uses 128: 256 tokens, as a real checkpoint gives a SLAKE scan); ``text_hidden``
+    and ``text_layers`` size the language model."""
     from transformers import (
         Qwen2_5_VLConfig,
         Qwen2_5_VLForConditionalGeneration,
@@ -145,19 +148,22 @@ def build_qwen2_5_vl(out_dir: Path):
                                 extra_special_tokens={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>"})
     # 4-pixel patches merged 2x2: an image of h x w pixels gives (h/8) x (w/8) image tokens.
     sizes = {"patch_size": 4, "merge_size": 2, "temporal_patch_size": 2, "min_pixels": 16 * 16,
-             "max_pixels": 64 * 64, "size": {"shortest_edge": 16 * 16, "longest_edge": 64 * 64}}
+             "max_pixels": max_side**2, "size": {"shortest_edge": 16 * 16, "longest_edge": max_side**2}}
     processor = Qwen2_5_VLProcessor(
         image_processor=Qwen2VLImageProcessor(**sizes),
         tokenizer=tokenizer,
         video_processor=Qwen2VLVideoProcessor(**sizes),
         chat_template=QWEN_CHAT_TEMPLATE,
     )
-    text = _qwen2_text_config(tokenizer).to_dict()
-    text["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 1, 1]}
+    text = _qwen2_text_config(tokenizer, text_hidden, text_layers).to_dict()
+    # mrope sections split the rotary half of a head (hidden / 4 heads / 2) over time, height, width.
+    half = text_hidden // 8
+    text["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0,
+                               "mrope_section": [half - 2 * (half // 4), half // 4, half // 4]}
     config = Qwen2_5_VLConfig(
         text_config=text,
         vision_config={"depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 4,
-                       "out_hidden_size": TEXT_HIDDEN, "patch_size": 4, "spatial_merge_size": 2,
+                       "out_hidden_size": text_hidden, "patch_size": 4, "spatial_merge_size": 2,
                        "temporal_patch_size": 2, "window_size": 16, "fullatt_block_indexes": [1]},
         image_token_id=tokenizer.convert_tokens_to_ids("<|image_pad|>"),
         video_token_id=tokenizer.convert_tokens_to_ids("<|video_pad|>"),
@@ -304,6 +310,44 @@ def build_gemma3(out_dir: Path):
     return _save(Gemma3ForConditionalGeneration(config), processor, out_dir)
 
 
+# ------------------------------------------------------------------------ LLaVA (the demo models)
+
+
+def build_llava(out_dir: Path):
+    """The offline demo models' architecture and prompt format (medexp.demo.models), which the
+    generic adapter scores: a LlavaForConditionalGeneration with a Llama language model."""
+    from transformers import (
+        CLIPImageProcessor,
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+    )
+
+    from medexp.demo.models import CHAT_TEMPLATE, IMAGE_TOKEN, PATCH_SIZE, SPECIAL_TOKENS
+
+    tokenizer = train_tokenizer(SPECIAL_TOKENS, pad_token="<pad>", bos_token="<s>", eos_token="</s>",
+                                extra_special_tokens={"image_token": IMAGE_TOKEN})
+    side = 32  # 4 x 4 patches of 8 px: 16 image tokens, as in the demo
+    processor = LlavaProcessor(
+        image_processor=CLIPImageProcessor(size={"shortest_edge": side}, crop_size={"height": side, "width": side}),
+        tokenizer=tokenizer, patch_size=PATCH_SIZE, vision_feature_select_strategy="default",
+        num_additional_image_tokens=1, chat_template=CHAT_TEMPLATE,
+    )
+    config = LlavaConfig(
+        vision_config=CLIPVisionConfig(image_size=side, patch_size=PATCH_SIZE, hidden_size=32, intermediate_size=64,
+                                       num_hidden_layers=2, num_attention_heads=4),
+        text_config=LlamaConfig(vocab_size=len(tokenizer), hidden_size=TEXT_HIDDEN, intermediate_size=64,
+                                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+                                max_position_embeddings=2048, pad_token_id=tokenizer.pad_token_id),
+        image_token_id=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN),
+        vision_feature_layer=-1,
+        vision_feature_select_strategy="default",
+    )
+    return _save(LlavaForConditionalGeneration(config), processor, out_dir)
+
+
 # ------------------------------------------------------------------------ shared
 
 
@@ -333,6 +377,7 @@ FAMILIES = {
     "llava_onevision": TinyFamily("llava_onevision", build_llava_onevision),
     "internvl": TinyFamily("internvl", build_internvl),
     "gemma3": TinyFamily("gemma3", build_gemma3),
+    "llava": TinyFamily("generic", build_llava),  # the demo models' architecture
 }
 
 

@@ -116,6 +116,11 @@ class ModelConfig:
     # Passed to from_pretrained (e.g. "auto" spreads a large model over the GPUs; needs the
     # `accelerate` package). None: the whole model goes to `device`.
     device_map: Optional[str] = None
+    # Transformers VLM families: the image and the prompt prefix that examples sharing an image
+    # have in common are run once and every continuation is scored from their key/value cache.
+    # Same log-probs as false (within float rounding), fewer tokens computed; false: every
+    # example runs whole. Not part of the score-cache key for that reason.
+    shared_prefix: bool = True
     demo: Optional[DemoModelConfig] = None
     # family openai_compatible: the served model id is `pretrained` when set, else `name`.
     base_url: Optional[str] = None  # e.g. http://127.0.0.1:8000/v1 (the client appends /chat/completions)
