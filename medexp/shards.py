@@ -12,7 +12,14 @@ row count and ids match the marker and the ids the caller needs; a shard is reus
 when it matches its sidecar. Anything else (a missing, truncated, reordered or unreadable shard,
 a marker for other ids) is logged with the entry's path and recomputed; the reader's own error
 (pyarrow, numpy) never reaches the user. Building an entry holds a file lock (``filelock``), so
-concurrent processes compute it once: the second waits, then reads what the first wrote.
+concurrent processes compute it once: the second waits, then reads what the first wrote; each
+shard is computed under a lock of its own too.
+
+Work bigger than one job (:func:`sharing_work`): several processes, Slurm array tasks or Ray
+workers, fill the same entry together. Each starts at its own share of the shards, skips a shard
+another process is computing (its lock is held), and waits for those at the end, so every shard is
+computed once, by whoever reached it first, and each process ends with the whole entry. A shard is
+a function of its items alone, so the entry is byte for byte what one process writes.
 """
 
 from __future__ import annotations
@@ -20,7 +27,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -37,6 +46,38 @@ Shard = TypeVar("Shard")
 
 class InvalidShard(Exception):
     """A shard file that exists but does not hold what its entry needs."""
+
+
+@dataclass
+class WorkShare:
+    """This process's place among ``tasks`` processes filling the same entries (task 0 .. tasks-1),
+    and what it computed itself: entry path -> shards."""
+
+    task: int
+    tasks: int
+    computed: dict[str, int] = field(default_factory=dict)
+
+    def first_shard(self, n_shards: int) -> int:
+        """Where this task starts in an entry of ``n_shards`` shards: evenly spaced starts, so the
+        tasks begin on different shards and meet only at the end."""
+        return self.task * n_shards // self.tasks
+
+
+_share: WorkShare | None = None
+
+
+@contextmanager
+def sharing_work(task: int, tasks: int) -> Iterator[WorkShare]:
+    """Within the block, entries are filled as task ``task`` of ``tasks`` processes working on them
+    at once (see the module's docstring); the yielded share counts the shards computed here."""
+    global _share
+    if not 0 <= task < tasks:
+        raise ValueError(f"task must be in 0..{tasks - 1}, got {task}")
+    previous, _share = _share, WorkShare(task, tasks)
+    try:
+        yield _share
+    finally:
+        _share = previous
 
 
 def ids_hash(ids: Sequence[str]) -> str:
@@ -87,11 +128,14 @@ class ShardedEntry(Generic[Shard]):
         from filelock import FileLock
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if _share is not None:
+            # Shared with other processes: no entry lock, which would make them take turns.
+            return self._read_complete(read) or self._fill(compute, read, desc, unit, _share)
         with FileLock(str(self.path) + ".lock"):
             shards = self._read_complete(read)
             if shards is not None:
                 return shards
-            return self._fill(compute, read, desc, unit)
+            return self._fill(compute, read, desc, unit, None)
 
     # ------------------------------------------------------------------ reading
     def _read_complete(self, read: Callable[[Path, list[str]], Shard]) -> list[Shard] | None:
@@ -139,30 +183,58 @@ class ShardedEntry(Generic[Shard]):
             raise InvalidShard(f"shard {path.name} cannot be read: {type(error).__name__}: {error}") from error
 
     # ------------------------------------------------------------------ writing
-    def _fill(self, compute, read, desc: str, unit: str) -> list[Shard]:
+    def _fill(self, compute, read, desc: str, unit: str, share: WorkShare | None) -> list[Shard]:
         from tqdm.auto import tqdm
 
         self.path.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(self.path / "key.json", json.dumps(self.key, sort_keys=True, default=str, indent=1).encode())
-        log.info("%s: %d %ss, cached (resumable) in %s", desc, len(self.ids), unit, self.path)
-        shards, records = [], []
+        ranges = self.ranges
+        first = share.first_shard(len(ranges)) if share else 0
+        where = f" as task {share.task} of {share.tasks}" if share else ""
+        log.info("%s: %d %ss, cached (resumable) in %s%s", desc, len(self.ids), unit, self.path, where)
+        done: dict[int, tuple[Shard, dict]] = {}
         with tqdm(total=len(self.ids), desc=desc, unit=unit, disable=None) as progress:
-            for start, stop in self.ranges:
-                path = self.shard_file(start, stop)
-                shard, record = self._resumed(path, start, stop, read)
-                if shard is None:
-                    with atomic_path(path) as tmp:
-                        compute(start, stop, tmp)
-                    record = {"file": path.name, "rows": stop - start, "sha256": file_sha256(path),
-                              "ids_sha256": ids_hash(self.ids[start:stop])}
-                    atomic_write_bytes(_sidecar(path), json.dumps(record).encode())
-                    shard = self._verified(path, record, start, stop, read)
-                shards.append(shard)
-                records.append(record)
-                progress.update(stop - start)
-        summary = {"format": FORMAT, "rows": len(self.ids), "ids_sha256": ids_hash(self.ids), "shards": records}
+            # Own share first, skipping shards another process holds; then wait for those.
+            order = list(range(first, len(ranges))) + list(range(first))
+            for wait in (False, True):
+                for index in order:
+                    if index in done:
+                        continue
+                    result = self._shard(compute, read, *ranges[index], wait=wait, share=share)
+                    if result is not None:
+                        done[index] = result
+                        progress.update(ranges[index][1] - ranges[index][0])
+        shards = [done[index][0] for index in range(len(ranges))]
+        summary = {"format": FORMAT, "rows": len(self.ids), "ids_sha256": ids_hash(self.ids),
+                   "shards": [done[index][1] for index in range(len(ranges))]}
         atomic_write_bytes(self.path / MARKER, json.dumps(summary, indent=1).encode())
         return shards
+
+    def _shard(self, compute, read, start: int, stop: int, wait: bool, share: WorkShare | None):
+        """Shard ``[start, stop)`` and its record: resumed if valid, else computed under the shard's
+        lock. Without ``wait``, None when another process holds that lock (it is computing it)."""
+        from filelock import FileLock, Timeout
+
+        path = self.shard_file(start, stop)
+        lock = FileLock(str(path) + ".lock")
+        try:
+            lock.acquire(timeout=-1 if wait else 0)
+        except Timeout:
+            return None
+        try:
+            shard, record = self._resumed(path, start, stop, read)
+            if shard is None:
+                with atomic_path(path) as tmp:
+                    compute(start, stop, tmp)
+                record = {"file": path.name, "rows": stop - start, "sha256": file_sha256(path),
+                          "ids_sha256": ids_hash(self.ids[start:stop])}
+                atomic_write_bytes(_sidecar(path), json.dumps(record).encode())
+                shard = self._verified(path, record, start, stop, read)
+                if share is not None:
+                    share.computed[str(self.path)] = share.computed.get(str(self.path), 0) + 1
+            return shard, record
+        finally:
+            lock.release()
 
     def _resumed(self, path: Path, start: int, stop: int, read) -> tuple[Shard | None, dict | None]:
         """A shard left by an interrupted run, if it and its sidecar check out."""

@@ -19,14 +19,16 @@ from medexp.stats import PERMUTATION_ENGINE
 log = logging.getLogger("medexp")
 
 # Config sections that do not change a cell's result; left out of its fingerprint.
-_RUN_NEUTRAL_KEYS = ("force", "paths", "tracking")
+_RUN_NEUTRAL_KEYS = ("force", "paths", "tracking", "split")
 
 
 @dataclass(frozen=True)
 class CellOutcome:
     cell_key: str
     run_id: str | None  # None only when the tracking store failed before the run was opened
-    status: str  # FINISHED, FAILED or CACHED (a finished run with this key already existed)
+    # FINISHED, FAILED, CACHED (a finished run with this key already existed) or SHARED (a task of
+    # shared work: the cell's cache entries filled with other jobs, nothing tracked)
+    status: str
     metrics: dict[str, float]
     error: str | None = None
     warnings: tuple[str, ...] = ()  # the detector's warnings (a degenerate threshold, ...)
@@ -37,6 +39,10 @@ class CellOutcome:
         (measured in docs/portability.md); the tracked metrics keep every digit."""
         if self.status == "FAILED":
             return f"{self.cell_key}  FAILED: {self.error}  run_id={self.run_id}"
+        if self.status == "SHARED":
+            m = {name: int(value) for name, value in self.metrics.items()}
+            return (f"{self.cell_key}  shared work, task {m['task']} of {m['tasks']}: {m['n_shards_computed']} cache "
+                    "shards computed here; the same cell without split.* reads them and tracks it")
         reused = "  (tracked earlier; force=true recomputes)" if self.status == "CACHED" else ""
         if "p_value" not in self.metrics:  # a descriptive result (e.g. composition_sweep): no test, all its metrics
             values = "  ".join(f"{name}={value:.4g}" for name, value in sorted(self.metrics.items()))
@@ -60,6 +66,8 @@ def run_cell(cfg: DictConfig, parent_run_id: str | None = None, tracker=None) ->
     from medexp.tracking import Tracker
 
     validate(cfg)
+    if int(cfg.split.tasks) > 1:
+        return run_cell_share(cfg)
     cell = Cell.from_config(cfg)
     tracker = tracker or Tracker(cfg.tracking, cfg.paths.root)
     tracker.reconcile()  # runs left RUNNING by a killed process or a lost node
@@ -123,6 +131,25 @@ def run_cell(cfg: DictConfig, parent_run_id: str | None = None, tracker=None) ->
             log.exception("cell %s failed", cell.key)  # one cell's failure never stops a sweep
             return CellOutcome(cell.key, run_id, "FAILED", {}, f"{type(error).__name__}: {error}")
     return CellOutcome(cell.key, run_id, "FINISHED", metrics, warnings=tuple(warnings))
+
+
+def run_cell_share(cfg: DictConfig) -> CellOutcome:
+    """Task ``split.task`` of ``split.tasks`` jobs computing one cell together: the cell's work runs
+    with its cache entries shared (:func:`medexp.shards.sharing_work`), so the jobs split the shards
+    between them; nothing is tracked (status SHARED). A signal is raised again, as in a run."""
+    from medexp.shards import sharing_work
+
+    cell = Cell.from_config(cfg)
+    task, tasks = int(cfg.split.task), int(cfg.split.tasks)
+    with signals_raise(), sharing_work(task, tasks) as share:
+        try:
+            check_cell(cfg)
+            evaluate(cfg, cell.seed(cfg.seed), load_inputs(cfg, cfg.paths.cache_dir))
+        except Exception as error:
+            log.exception("cell %s, shared work task %d of %d, failed", cell.key, task, tasks)
+            return CellOutcome(cell.key, None, "FAILED", {}, f"{type(error).__name__}: {error}")
+    computed = float(sum(share.computed.values()))
+    return CellOutcome(cell.key, None, "SHARED", {"task": float(task), "tasks": float(tasks), "n_shards_computed": computed})
 
 
 def _reusable(done, cell: Cell):

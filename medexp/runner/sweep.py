@@ -106,6 +106,7 @@ class SweepSummary:
             "n_reused": float(self.count("CACHED")),
             "n_failed": float(self.count("FAILED")),
             "n_lost": float(len(self.lost)),
+            "n_shared": float(self.count("SHARED")),
             "n_reconciled": float(len(self.reconciled)),
         }
 
@@ -113,6 +114,7 @@ class SweepSummary:
         n = {key: int(value) for key, value in self.metrics().items()}
         text = f"{n['n_cells']} cells: {n['n_computed']} computed, {n['n_reused']} reused (tracked earlier), {n['n_failed']} failed"
         text += f", {n['n_lost']} lost" if self.lost else ""
+        text += f", {n['n_shared']} shared-work tasks (nothing tracked)" if n["n_shared"] else ""
         return text + (f"; {n['n_reconciled']} stale RUNNING runs ended KILLED" if self.reconciled else "")
 
     def text(self) -> str:

@@ -39,7 +39,7 @@ def test_joblib_grid_runs_each_cell_nested_under_one_parent_run(common, tracking
     assert parent.tags["medexp.sweep_dir"] == str(sweep_dir)
     assert parent.tags["mlflow.runName"].startswith("sweep ")
     assert "experiment=grid2x2" in parent.params["overrides"]
-    assert parent.metrics == {"n_cells": 4.0, "n_computed": 4.0, "n_reused": 0.0, "n_failed": 0.0, "n_lost": 0.0, "n_reconciled": 0.0}
+    assert parent.metrics == {"n_cells": 4.0, "n_computed": 4.0, "n_reused": 0.0, "n_failed": 0.0, "n_lost": 0.0, "n_reconciled": 0.0, "n_shared": 0.0}
     artefacts = {item.path for item in store(tracking_uri).client.list_artifacts(parent.run_id)}
     assert {"sweep.yaml", "sweep_summary.md", "sweep_summary.json"} <= artefacts
 
@@ -192,3 +192,40 @@ def test_a_sweep_stopped_by_its_launcher_ends_its_parent_killed_and_lists_the_lo
     (parent,) = sweep_runs(tracking_uri)
     assert parent.status == "KILLED"
     assert parent.metrics["n_lost"] == 2.0
+
+
+def test_a_cell_shared_by_two_jobs_fills_the_cache_one_process_fills_and_its_plain_run_tracks_it(
+    demo_cache, tracking_uri, tmp_path
+):
+    # exch with 6 benchmark shards: its score table is cached as 6 shards, which the two jobs split.
+    cell = ("model=demo_leaky", "detector=exch", "detector.shards=6", "detector.permutations=5", "bench.max_examples=120")
+    caches = {}
+    for name in ("shared", "alone"):  # score caches of their own, the demo models shared
+        caches[name] = tmp_path / name
+        caches[name].mkdir()
+        (caches[name] / "demo").symlink_to(demo_cache / "demo")
+
+    shared = run_medexp(
+        "-m", *cell, "split.tasks=2", "split.task=0,1", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}", f"paths.cache_dir={caches['shared']}", f"tracking.uri={tracking_uri}",
+    )  # fmt: skip
+    assert shared.returncode == 0, shared.stdout[-3000:] + shared.stderr[-3000:]
+    assert "2 cells: 0 computed, 0 reused (tracked earlier), 0 failed, 2 shared-work tasks (nothing tracked)" in shared.stdout
+    assert cell_runs(tracking_uri) == []
+    # The two jobs computed every shard between them (the later one may have read some the other wrote).
+    outcomes = [json.loads(path.read_text()) for path in (tmp_path / "sweep").glob("*/medexp_cell.json")]
+    assert sorted(outcome["status"] for outcome in outcomes) == ["SHARED", "SHARED"]
+
+    tracked = run_medexp(*cell, f"paths.cache_dir={caches['shared']}", f"tracking.uri={tracking_uri}")
+    assert tracked.returncode == 0, tracked.stderr[-3000:]
+    assert "scoring shard orders" not in tracked.stderr  # read from the shared entry, nothing scored
+    alone = run_medexp(*cell, f"paths.cache_dir={caches['alone']}", f"tracking.uri=sqlite:///{tmp_path / 'alone.db'}")
+    assert alone.returncode == 0, alone.stderr[-3000:]
+
+    def markers(cache: Path) -> dict[str, str]:
+        return {path.parent.name: path.read_text() for path in (cache / "scores").glob("*/complete.json")}
+
+    assert markers(caches["shared"]) == markers(caches["alone"])  # every shard's SHA-256, byte for byte
+    (run,) = cell_runs(tracking_uri)
+    assert run.status == "FINISHED"
+    assert run.metrics == store(f"sqlite:///{tmp_path / 'alone.db'}").search({})[0].metrics

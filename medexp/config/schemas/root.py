@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 from omegaconf import MISSING, OmegaConf
 
-from medexp.config.ranges import positive
+from medexp.config.ranges import at_least, positive
 from medexp.config.schemas.bench import BenchConfig
 from medexp.config.schemas.model import ModelConfig
 
@@ -33,6 +33,23 @@ class PathsConfig:
 
 
 @dataclass
+class SplitConfig:
+    """One cell's work shared by several jobs (docs/slurm.md, "Work bigger than one job"): with
+    ``tasks`` > 1 this job is task ``task`` of ``tasks`` jobs filling the cell's cache entries
+    together (scores, embeddings); it tracks no run. The cell run without ``split`` then reads the
+    filled entries and logs the cell."""
+
+    tasks: int = at_least(1, 1)
+    task: int = at_least(0, 0)
+
+    @staticmethod
+    def check_values(node, path: str) -> str | None:
+        if int(node.task) >= int(node.tasks):
+            return f"{path}.task={node.task} is out of range: a task of {node.tasks} is numbered 0..{int(node.tasks) - 1}"
+        return None
+
+
+@dataclass
 class Config:
     seed: int = 0
     force: bool = False  # recompute a cell even when a finished run with its key exists
@@ -43,6 +60,7 @@ class Config:
     detector: Any = MISSING
     control: Any = MISSING
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    split: SplitConfig = field(default_factory=SplitConfig)
 
     @staticmethod
     def check_values(node, path: str) -> str | None:
