@@ -66,6 +66,42 @@ class WorkShare:
 _share: WorkShare | None = None
 
 
+@dataclass(frozen=True)
+class EntryPlan:
+    """The work of an entry not complete yet: what it is, its items and shards, the shards already
+    written (by an interrupted run or by other jobs)."""
+
+    desc: str
+    path: Path
+    items: int
+    shards: int
+    shard_size: int
+    written: int
+
+
+class Planned(Exception):
+    """Raised, in :func:`planning`, by the first entry with shards still to compute."""
+
+    def __init__(self, plan: EntryPlan):
+        super().__init__(f"{plan.desc}: {plan.shards} shards to plan")
+        self.plan = plan
+
+
+_planning = False
+
+
+@contextmanager
+def planning() -> Iterator[None]:
+    """Within the block, complete entries are read as usual and the first entry that would
+    compute a shard raises :class:`Planned` with its plan instead: what a job is about to do."""
+    global _planning
+    previous, _planning = _planning, True
+    try:
+        yield
+    finally:
+        _planning = previous
+
+
 @contextmanager
 def sharing_work(task: int, tasks: int) -> Iterator[WorkShare]:
     """Within the block, entries are filled as task ``task`` of ``tasks`` processes working on them
@@ -128,6 +164,13 @@ class ShardedEntry(Generic[Shard]):
         from filelock import FileLock
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if _planning:
+            shards = self._read_complete(read) if (self.path / MARKER).is_file() else None
+            if shards is None:
+                written = sum(self._resumed(self.shard_file(*bounds), *bounds, read)[0] is not None
+                              for bounds in self.ranges)
+                raise Planned(EntryPlan(desc, self.path, len(self.ids), len(self.ranges), self.shard_size, written))
+            return shards
         if _share is not None:
             # Shared with other processes: no entry lock, which would make them take turns.
             return self._read_complete(read) or self._fill(compute, read, desc, unit, _share)

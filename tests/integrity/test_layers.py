@@ -28,7 +28,7 @@ LAYERS = (
     ("controls", "images", "train", "report"),
     ("evaluators",),
     ("runner",),
-    ("__main__", "inspect", "refine", "power"),
+    ("__main__", "inspect", "refine", "power", "plan"),
 )
 LAYER_OF = {name: level for level, names in enumerate(LAYERS) for name in names}
 
