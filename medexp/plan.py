@@ -21,7 +21,7 @@ from typing import Sequence
 USAGE = """usage: python -m medexp.plan model=<name> [bench=<name>] [detector=<name>] [split.tasks=<n>] [other overrides]
 
 What the cell would compute first (its first cache entry not complete yet), and how split.tasks=<n>
-jobs would share it (docs/slurm.md, "Work bigger than one job"); nothing is computed.
+jobs would share it (docs/clusters.md, "Work bigger than one job"); nothing is computed.
 Example: python -m medexp.plan model=demo_leaky detector=exch split.tasks=4"""
 
 
@@ -81,21 +81,10 @@ def _weights_line(cfg) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit status."""
-    from medexp.config.command_line import read_command_line
+    from medexp.config.command_line import answer_command_line
 
-    parsed = read_command_line("medexp.plan", USAGE, argv, lambda args: (args, {}), {"model": "the model"})
-    if isinstance(parsed, int):
-        return parsed
-    overrides, _ = parsed
-    try:
-        from medexp.config import compose
-
-        lines = plan_lines(compose(overrides))
-    except Exception as error:  # any failure becomes one readable line and a non-zero status
-        print(f"medexp.plan: error: {type(error).__name__}: {error}", file=sys.stderr)
-        return 1
-    print("\n".join(lines))
-    return 0
+    return answer_command_line("medexp.plan", USAGE, argv, lambda args: (args, {}), {"model": "the model"},
+                               lambda cfg, _: plan_lines(cfg))
 
 
 if __name__ == "__main__":

@@ -139,22 +139,10 @@ def uniform_chance(examples) -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit status."""
-    from medexp.config.command_line import read_command_line
+    from medexp.config.command_line import answer_command_line
 
-    parsed = read_command_line("medexp.power", USAGE, argv, split_arguments,
-                               {"bench": "the benchmark", "detector": "the detector"})
-    if isinstance(parsed, int):
-        return parsed
-    overrides, options = parsed
-    try:
-        from medexp.config import compose
-
-        lines = answer(compose(overrides), options)
-    except Exception as error:  # any failure becomes one readable line and a non-zero status
-        print(f"medexp.power: error: {type(error).__name__}: {error}", file=sys.stderr)
-        return 1
-    print("\n".join(lines))
-    return 0
+    return answer_command_line("medexp.power", USAGE, argv, split_arguments,
+                               {"bench": "the benchmark", "detector": "the detector"}, answer)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ running() {  # running <name>: its pid file names a live process of that program
 need_root() {
     [[ "$(id -u)" == 0 ]] || die "must run as root: slurmd starts jobs as their users and munged, slurmctld and slurmd
 run as root in this one-host setup (and installing slurm-wlm and munge needs apt). Run it with sudo, or use a
-real cluster (docs/slurm.md)."
+real cluster (docs/clusters.md)."
 }
 
 install_packages() {
@@ -134,7 +134,7 @@ wait_for_node() {
         sleep 0.5
     done
     [[ "$state" == idle* || "$state" == mixed* || "$state" == allocated* ]] \
-        || die "node $NODE is '${state:-unknown}' (see $DIR/log/slurmctld.log, $DIR/log/slurmd.log and docs/slurm.md)"
+        || die "node $NODE is '${state:-unknown}' (see $DIR/log/slurmctld.log, $DIR/log/slurmd.log and docs/clusters.md)"
     say "node $NODE $state in partition $PARTITION"
 }
 

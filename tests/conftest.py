@@ -82,6 +82,17 @@ def tracking_server(tmp_path_factory):
         log.close()
 
 
+def sweep_and_cells(uri: str):
+    """The sweep's parent run and its cell runs in experiment ``medexp`` of the store at ``uri``
+    (MLflow's own client, as a user would read them)."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("medexp").experiment_id])
+    (parent,) = [run for run in runs if run.data.tags.get("medexp.kind") == "sweep"]
+    return parent, [run for run in runs if "medexp.cell_key" in run.data.tags]
+
+
 def run_medexp(*overrides: str, timeout: int = 900, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """``python -m medexp`` in a subprocess, exactly as a user runs it (with ``extra_env`` set)."""
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"} | (extra_env or {})

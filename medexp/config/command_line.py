@@ -1,6 +1,6 @@
-"""The command lines of medexp's plain entry points (``medexp.inspect``, ``medexp.power``): Hydra
-overrides mixed with the command's own ``name=value`` options, the usage on ``--help``, and the
-exit statuses they share (0 for help, 2 for a usage error)."""
+"""The command lines of medexp's plain entry points (``medexp.inspect``, ``medexp.power``,
+``medexp.plan``): Hydra overrides mixed with the command's own ``name=value`` options, the usage on
+``--help``, and the exit statuses they share (0 for help, 2 for a usage error, 1 for a failure)."""
 
 from __future__ import annotations
 
@@ -34,3 +34,23 @@ def read_command_line(prog: str, usage: str, argv: Sequence[str] | None, split: 
         return 2
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     return overrides, options
+
+
+def answer_command_line(prog: str, usage: str, argv: Sequence[str] | None, split: SplitOptions,
+                        required: dict[str, str], answer: Callable[[Any, dict[str, Any]], list[str]]) -> int:
+    """Run a command that answers with lines: read its command line (:func:`read_command_line`),
+    compose the config, print ``answer(cfg, options)``; returns the exit status. Any failure
+    becomes one readable line on stderr and status 1."""
+    parsed = read_command_line(prog, usage, argv, split, required)
+    if isinstance(parsed, int):
+        return parsed
+    overrides, options = parsed
+    try:
+        from medexp.config import compose
+
+        lines = answer(compose(overrides), options)
+    except Exception as error:  # a failure of the command is a line and a status, never a traceback
+        print(f"{prog}: error: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    print("\n".join(lines))
+    return 0

@@ -11,6 +11,7 @@ process ``up`` started. About two minutes on 2 cores after the demo models are b
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, free_port
+from tests.conftest import REPO, free_port, sweep_and_cells
 
 pytestmark = pytest.mark.cluster
 
@@ -53,8 +54,6 @@ def ray_cluster():
 
 
 def test_grid_cells_run_on_both_ray_nodes_into_the_tracking_server(ray_cluster, tracking_server, tmp_path):
-    from mlflow.tracking import MlflowClient
-
     ray_env, _ = ray_cluster
     cache = tmp_path / "cache"
     env = {**{k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}, **ray_env,
@@ -70,11 +69,7 @@ def test_grid_cells_run_on_both_ray_nodes_into_the_tracking_server(ray_cluster, 
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "FINISHED: 4 cells: 4 computed, 0 reused (tracked earlier), 0 failed" in done.stdout
 
-    client = MlflowClient(tracking_server)
-    experiment = client.get_experiment_by_name("medexp")
-    runs = client.search_runs([experiment.experiment_id])
-    (parent,) = [run for run in runs if run.data.tags.get("medexp.kind") == "sweep"]
-    cells = [run for run in runs if "medexp.cell_key" in run.data.tags]
+    parent, cells = sweep_and_cells(tracking_server)
     assert parent.info.status == "FINISHED" and len(cells) == 4
     for run in cells:
         assert run.info.status == "FINISHED", run.data.tags.get("medexp.error")
@@ -93,3 +88,34 @@ def _alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def test_a_cell_split_across_both_ray_nodes_fills_the_cache_one_process_fills(ray_cluster, tmp_path):
+    ray_env, _ = ray_cluster
+    cell = ["model=demo_leaky", "detector=exch", "detector.shards=8", "detector.permutations=20"]
+    caches = {name: tmp_path / name for name in ("split", "alone")}
+    models = tmp_path / "demo-models"
+    models.mkdir()
+    for cache in caches.values():  # score caches of their own, one set of demo models (built by the first run)
+        cache.mkdir()
+        (cache / "demo").symlink_to(models, target_is_directory=True)
+    env = {**{k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}, **ray_env, "PYTHONPATH": str(REPO)}
+    split = subprocess.run(
+        [sys.executable, "-m", "medexp", "-m", *cell, "split.tasks=2", "split.task=0,1", "hydra/launcher=ray",
+         "hydra.launcher.ray.init.address=auto", f"tracking.uri=sqlite:///{tmp_path / 'split.db'}",
+         f"hydra.sweep.dir={tmp_path / 'sweep'}"],
+        cwd=REPO, env={**env, "MEDEXP_CACHE": str(caches["split"])}, capture_output=True, text=True, timeout=1500)
+    assert split.returncode == 0, split.stdout[-3000:] + split.stderr[-3000:]
+    assert "2 shared-work tasks (nothing tracked)" in split.stdout
+    # Ray may print a task's line twice (each node's log monitor reads the one host's worker logs).
+    counts = dict(re.findall(r"task (\d) of 2: (\d+) cache shards computed here", split.stdout))
+    assert sorted(counts) == ["0", "1"] and all(int(n) >= 1 for n in counts.values())  # both took part
+    alone = subprocess.run(
+        [sys.executable, "-m", "medexp", *cell, f"tracking.uri=sqlite:///{tmp_path / 'alone.db'}"],
+        cwd=REPO, env={**env, "MEDEXP_CACHE": str(caches["alone"])}, capture_output=True, text=True, timeout=1500)
+    assert alone.returncode == 0, alone.stderr[-3000:]
+
+    def markers(cache: Path) -> dict[str, str]:
+        return {path.parent.name: path.read_text() for path in (cache / "scores").glob("*/complete.json")}
+
+    assert markers(caches["split"]) and markers(caches["split"]) == markers(caches["alone"])

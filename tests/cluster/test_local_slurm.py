@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, free_port
+from tests.conftest import REPO, free_port, sweep_and_cells
 
 pytestmark = pytest.mark.cluster
 
@@ -69,8 +69,6 @@ def _on_slurm(tracking_uri: str, sweep_dir: Path) -> list[str]:
 
 
 def test_grid_runs_each_cell_as_a_slurm_job_into_the_tracking_server(slurm, tracking_server, cache, tmp_path):
-    from mlflow.tracking import MlflowClient
-
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "medexp", "-m", "model=demo_clean,demo_leaky", "detector=exch_rank",
@@ -80,11 +78,7 @@ def test_grid_runs_each_cell_as_a_slurm_job_into_the_tracking_server(slurm, trac
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "FINISHED: 2 cells: 2 computed, 0 reused (tracked earlier), 0 failed" in done.stdout
 
-    client = MlflowClient(tracking_server)
-    experiment = client.get_experiment_by_name("medexp")
-    runs = client.search_runs([experiment.experiment_id])
-    (parent,) = [run for run in runs if run.data.tags.get("medexp.kind") == "sweep"]
-    cells = [run for run in runs if "medexp.cell_key" in run.data.tags]
+    parent, cells = sweep_and_cells(tracking_server)
     assert parent.info.status == "FINISHED"
     assert {key: parent.data.metrics[key] for key in ("n_cells", "n_computed", "n_failed", "n_lost")} == {
         "n_cells": 2.0, "n_computed": 2.0, "n_failed": 0.0, "n_lost": 0.0}

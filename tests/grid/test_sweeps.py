@@ -133,6 +133,20 @@ def test_failed_cell_is_reported_and_only_it_is_recomputed_on_a_rerun(common, de
     assert all(run.status == "FINISHED" for run in recomputed)
 
 
+def check_two_cells_under_their_parent(result, tracking_uri: str, launcher: str):
+    """A two-cell sweep (demo_clean, demo_leaky) that ran through ``launcher``: both cells FINISHED
+    under a FINISHED parent. Returns the parent and the cells."""
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "2 cells: 2 computed, 0 reused (tracked earlier), 0 failed" in result.stdout
+    (parent,) = sweep_runs(tracking_uri)
+    assert parent.status == "FINISHED"
+    assert parent.params["launcher"] == launcher
+    cells = cell_runs(tracking_uri)
+    assert sorted(run.tags["medexp.model"] for run in cells) == ["demo_clean", "demo_leaky"]
+    assert all(run.status == "FINISHED" and run.tags["mlflow.parentRunId"] == parent.run_id for run in cells)
+    return parent, cells
+
+
 def test_submitit_local_runs_two_cells_under_the_parent_run(common, tracking_uri, tmp_path):
     result = run_medexp(
         "-m",
@@ -141,14 +155,8 @@ def test_submitit_local_runs_two_cells_under_the_parent_run(common, tracking_uri
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
         *common,
     )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "2 cells: 2 computed, 0 reused (tracked earlier), 0 failed" in result.stdout
-    (parent,) = sweep_runs(tracking_uri)
-    assert parent.status == "FINISHED"
-    assert parent.params["launcher"] == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher"
-    cells = cell_runs(tracking_uri)
-    assert sorted(run.tags["medexp.model"] for run in cells) == ["demo_clean", "demo_leaky"]
-    assert all(run.status == "FINISHED" and run.tags["mlflow.parentRunId"] == parent.run_id for run in cells)
+    check_two_cells_under_their_parent(result, tracking_uri,
+                                       "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher")
     # Each cell ran in its own submitit process, which logged into the sweep's .submitit folder.
     assert len(list((tmp_path / "sweep" / ".submitit").glob("*/*_result.pkl"))) == 2
 
@@ -159,15 +167,9 @@ def test_ray_runs_two_cells_as_tasks_on_a_local_ray_with_the_submitting_environm
         *[override for override in common if not override.startswith("paths.cache_dir=")],
         extra_env={"MEDEXP_CACHE": common_cache(common), "RAY_USAGE_STATS_ENABLED": "0"},
     )  # fmt: skip
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "2 cells: 2 computed, 0 reused (tracked earlier), 0 failed" in result.stdout
-    (parent,) = sweep_runs(tracking_uri)
-    assert parent.status == "FINISHED"
-    assert parent.params["launcher"] == "hydra_plugins.medexp_ray_launcher.medexp_ray_launcher.RayLauncher"
-    cells = cell_runs(tracking_uri)
-    assert sorted(run.tags["medexp.model"] for run in cells) == ["demo_clean", "demo_leaky"]
+    parent, cells = check_two_cells_under_their_parent(
+        result, tracking_uri, "hydra_plugins.medexp_ray_launcher.medexp_ray_launcher.RayLauncher")
     for run in cells:
-        assert run.status == "FINISHED" and run.tags["mlflow.parentRunId"] == parent.run_id
         assert len(run.tags["medexp.ray_node_id"]) == 56  # a Ray node id: 28 bytes in hex
         assert run.tags["medexp.pid"] != parent.tags["medexp.pid"]  # a Ray worker, not the driver
     assert "medexp.ray_node_id" not in parent.tags  # the driver's run started before Ray did

@@ -34,7 +34,7 @@ class PathsConfig:
 
 @dataclass
 class SplitConfig:
-    """One cell's work shared by several jobs (docs/slurm.md, "Work bigger than one job"): with
+    """One cell's work shared by several jobs (docs/clusters.md, "Work bigger than one job"): with
     ``tasks`` > 1 this job is task ``task`` of ``tasks`` jobs filling the cell's cache entries
     together (scores, embeddings); it tracks no run. The cell run without ``split`` then reads the
     filled entries and logs the cell."""
