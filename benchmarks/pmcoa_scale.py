@@ -1,20 +1,22 @@
-"""image_nn at PMC-OA scale: search and detector over a synthetic 1.85M x 1152 float16 corpus.
+"""image_nn at PMC-OA scale: cache, search and detector over a synthetic 1.85M x 1152 corpus.
 
 PMC-OA holds about 1.65M image-caption pairs; 1.85M x 1152 (SigLIP SO400M width) float16 is
-4.26 GB, and 11,700 queries are about the test images of the audited benchmarks. The corpus is
-written to disk block by block as float16 ``.npy`` shards of the embedding cache's shard size
-(``EmbedderBase.shard_size``), then a fresh process runs the steps of
-:func:`medexp.images.audit.image_nn_audit` that follow embedding, with medexp's own code: shards
-memory-mapped as the cache reads them, :class:`~medexp.images.audit.DeduplicatedCorpus` (float16
-vector hashing), :func:`~medexp.images.audit.match_images` (the configured exact search over the
-distinct vectors, 5,000 self-excluded calibration queries plus the benchmark's) and
-:func:`~medexp.detectors.image_nn.image_nn_detector`. Only image decoding, embedding and the
-adjudication panels are left out (there are no image files).
+4.26 GB, and 11,700 queries are about the test images of the audited benchmarks. A synthetic
+embedder stands in for SigLIP (seeded random unit vectors, one block of rows at a time), and
+everything after it is medexp's own code: :func:`~medexp.images.store.embed_images` writes the
+corpus as float16 cache shards (``EmbedderBase.shard_size`` images each) on a first run; a fresh
+process then runs the steps of :func:`~medexp.images.audit.image_nn_audit` on the warm cache:
+``embed_images`` again (every shard's bytes verified, then memory-mapped),
+:class:`~medexp.images.audit.DeduplicatedCorpus` (float16 vector hashing),
+:func:`~medexp.images.audit.match_images` (the configured exact search over the distinct vectors:
+5,000 self-excluded calibration queries plus the benchmark's) and
+:func:`~medexp.detectors.image_nn.image_nn_detector`. Only image decoding, the benchmark's own
+embedding and the adjudication panels are left out (there are no image files).
 
-Planted truth, so the run checks what it found: a share of corpus rows are exact float16 copies
-of earlier rows (re-published figures; they exercise deduplication), and some benchmark queries
-are the stored vector of a corpus row (``same_vector``) or a noisy near-copy of one. The run
-fails unless every planted query is flagged with its source as neighbour.
+Planted truth, so the run checks what it found: a share of corpus rows are exact copies of rows
+of the first block (re-published figures; they exercise deduplication), and some benchmark
+queries are the stored vector of a corpus row (``same_vector``) or a noisy near-copy of one. The
+run fails unless every planted query is flagged with its source as neighbour.
 
 Memory is read from /proc/self/status (Linux): VmHWM, the peak resident size, counts the pages
 of the memory-mapped corpus that were read (file-backed, dropped by the kernel under pressure),
@@ -39,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 DIM = 1152
-GENERATION_CHUNK = 50_000  # float32 rows generated at once (230 MB): the corpus never sits in memory
+BLOCK = 4096  # rows generated from one seed: the synthetic embedder's unit of work
 NEAR_COPY_NOISE = 0.01  # per-component noise of a near-copy: cosine distance about DIM * noise^2 / 2 = 0.06
 
 
@@ -48,48 +50,70 @@ def unit_rows(rng: np.random.Generator, count: int) -> np.ndarray:
     return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
-def generate(directory: Path, n_corpus: int, n_queries: int, duplicate_rate: float, planted: int, shard_size: int,
-             seed: int) -> None:
-    """Write the corpus shards, the benchmark queries and the planted truth under ``directory``."""
-    rng = np.random.default_rng(seed)
-    shard_dir = directory / "shards"
-    shard_dir.mkdir(parents=True, exist_ok=True)
-    # Duplicates copy one of the first chunk's rows (held in memory while later chunks are written).
-    is_duplicate = rng.random(n_corpus) < duplicate_rate
-    is_duplicate[:GENERATION_CHUNK] = False
-    source_of = np.where(is_duplicate, rng.integers(0, min(GENERATION_CHUNK, n_corpus), n_corpus), -1)
-    first_chunk = None
-    for shard_start in range(0, n_corpus, shard_size):
-        stop = min(shard_start + shard_size, n_corpus)
-        np.lib.format.open_memmap(shard_dir / f"{shard_start // shard_size:06d}.npy", mode="w+", dtype=np.float16,
-                                  shape=(stop - shard_start, DIM))
-    for start in range(0, n_corpus, GENERATION_CHUNK):
-        stop = min(start + GENERATION_CHUNK, n_corpus)
-        chunk = unit_rows(rng, stop - start).astype(np.float16)
-        if first_chunk is None:
-            first_chunk = chunk.copy()
-        copies = np.flatnonzero(is_duplicate[start:stop])
-        chunk[copies] = first_chunk[source_of[start + copies]]
-        for shard_start in range(start - start % shard_size, stop, shard_size):
-            shard = np.load(shard_dir / f"{shard_start // shard_size:06d}.npy", mmap_mode="r+")
-            lo, hi = max(start, shard_start), min(stop, shard_start + len(shard))
-            shard[lo - shard_start : hi - shard_start] = chunk[lo - start : hi - start]
-            shard.flush()
-            del shard
-    # Planted benchmark queries: the first half are a corpus row's stored float16 vector, the
-    # second half a noisy copy of one; the rest are fresh random vectors.
+class SyntheticEmbedder:
+    """Stands in for SigLIP: the vector of corpus image ``i`` (file ``<i>.jpg``) is row ``i % BLOCK``
+    of block ``i // BLOCK``, drawn from a generator seeded by ``(seed, block)``; a planted
+    duplicate is instead the vector of its source row in block 0. Deterministic, whatever order
+    or batch the store asks in."""
+
+    dim = DIM
+
+    def __init__(self, n: int, duplicate_rate: float, seed: int):
+        from medexp.images.embedders import OpenClipEmbedder
+
+        self.resolution = OpenClipEmbedder.resolution  # the float16 tie distance of a SigLIP store
+        self.n, self.duplicate_rate, self.seed = n, duplicate_rate, seed
+        rng = np.random.default_rng([seed, n])
+        is_duplicate = rng.random(n) < duplicate_rate
+        is_duplicate[:BLOCK] = False  # sources live in block 0
+        self.source_of = np.where(is_duplicate, rng.integers(0, min(BLOCK, n), n), -1)
+        self._first_block = self.block(0)
+
+    def block(self, index: int) -> np.ndarray:
+        return unit_rows(np.random.default_rng([self.seed, index]), BLOCK)
+
+    def cache_key(self) -> dict:
+        return {"kind": "synthetic", "n": self.n, "duplicate_rate": self.duplicate_rate, "seed": self.seed}
+
+    def embed(self, paths) -> np.ndarray:
+        indices = np.array([int(Path(path).stem) for path in paths], dtype=np.int64)
+        rows = np.empty((len(indices), DIM), dtype=np.float32)
+        for block in np.unique(indices // BLOCK):
+            mine = indices // BLOCK == block
+            rows[mine] = self.block(int(block))[indices[mine] % BLOCK]
+        copies = self.source_of[indices] >= 0
+        rows[copies] = self._first_block[self.source_of[indices[copies]]]
+        return rows
+
+
+def corpus_side(n: int, embedder: SyntheticEmbedder, cache_dir: Path):
+    """The corpus as image_nn_audit holds it: one row, file and digest per image, and the vectors
+    from the embedding cache (written on a first call, verified and memory-mapped after)."""
+    from medexp.benchmarks.base import Example
+    from medexp.config.schemas.images import EmbedderBase
+    from medexp.images.audit import EmbeddedSide
+    from medexp.images.store import DistinctImages, embed_images
+
+    rows = [Example(f"pmc_oa::{i}", i, Path(f"/pmc_oa/{i}.jpg"), "", "") for i in range(n)]
+    images = DistinctImages([f"{i:064x}" for i in range(n)], [row.image for row in rows], np.arange(n))
+    vectors = embed_images(embedder, images, cache_dir, BLOCK, EmbedderBase.shard_size, desc="synthetic corpus")
+    return EmbeddedSide(rows, images, vectors)
+
+
+def plant_queries(directory: Path, embedder: SyntheticEmbedder, n_queries: int, planted: int, seed: int) -> None:
+    """Benchmark queries: ``planted`` copy a corpus row (the first half its stored float16 vector,
+    the second half a noisy copy), the rest are fresh random vectors."""
+    rng = np.random.default_rng([seed, n_queries, planted])
     queries = unit_rows(rng, n_queries)
-    targets = np.sort(rng.choice(np.flatnonzero(~is_duplicate), size=planted, replace=False))
-    target_rows = np.stack([np.load(shard_dir / f"{t // shard_size:06d}.npy", mmap_mode="r")[t % shard_size]
-                            for t in targets]).astype(np.float32)
+    targets = np.sort(rng.choice(np.flatnonzero(embedder.source_of < 0), size=planted, replace=False))
+    target_rows = embedder.embed([f"{t}.jpg" for t in targets]).astype(np.float16).astype(np.float32)
     positions = rng.choice(n_queries, size=planted, replace=False)
     exact = planted // 2
     noisy = target_rows[exact:] + rng.standard_normal(target_rows[exact:].shape, dtype=np.float32) * NEAR_COPY_NOISE
     queries[positions[:exact]] = target_rows[:exact]
     queries[positions[exact:]] = noisy / np.linalg.norm(noisy, axis=1, keepdims=True)
     np.save(directory / "queries.npy", queries.astype(np.float16))
-    np.savez(directory / "truth.npz", positions=positions, targets=targets, n_exact=exact, n_corpus=n_corpus,
-             n_duplicates=int(is_duplicate.sum()))
+    np.savez(directory / "truth.npz", positions=positions, targets=targets, n_exact=exact)
 
 
 class MemorySampler:
@@ -131,8 +155,8 @@ def read_status(*fields: str) -> dict[str, int]:
     return values
 
 
-def measure(directory: Path, seed: int) -> dict:
-    """Run medexp's post-embedding image_nn steps over the stored corpus (in this process)."""
+def measure(directory: Path, n: int, duplicate_rate: float, seed: int) -> dict:
+    """Run medexp's image_nn steps on the warm cache (in this process) and check the planted truth."""
     from omegaconf import OmegaConf
 
     import faiss  # noqa: F401  (loaded before the baseline: a library is not search memory)
@@ -140,30 +164,25 @@ def measure(directory: Path, seed: int) -> dict:
     from medexp.config.schemas.images import ImageNNConfig
     from medexp.detectors.image_nn import image_nn_detector
     from medexp.images.audit import DeduplicatedCorpus, EmbeddedSide, match_images
-    from medexp.images.embedders import OpenClipEmbedder
     from medexp.images.store import DistinctImages, EmbeddingSet
 
     detector_cfg = OmegaConf.structured(ImageNNConfig)
+    embedder = SyntheticEmbedder(n, duplicate_rate, seed)
     truth = np.load(directory / "truth.npz")
+    queries = np.load(directory / "queries.npy")
     with open("/proc/self/clear_refs", "w") as clear:
         clear.write("5")  # VmHWM restarts from the current resident size: imports are not counted
     baseline = read_status("VmRSS", "RssAnon", "RssFile")
     seconds: dict[str, float] = {}
     with MemorySampler() as sampler:
         started = time.perf_counter()
-        shards = [np.load(path, mmap_mode="r") for path in sorted((directory / "shards").glob("*.npy"))]
-        n = sum(len(shard) for shard in shards)
-        # what the corpus loader and the byte digests would give: one row and one digest per file
-        digests = [f"{i:064x}" for i in range(n)]
-        rows = [Example(f"pmc_oa::{i}", i, Path(f"/pmc_oa/{i}.jpg"), "", "") for i in range(n)]
-        corpus = EmbeddedSide(rows, DistinctImages(digests, [row.image for row in rows], np.arange(n)),
-                              EmbeddingSet(digests, shards))
-        queries = np.load(directory / "queries.npy")
+        corpus = corpus_side(n, embedder, directory / "cache")
+        seconds["corpus_rows_and_cache"] = time.perf_counter() - started
+        # the benchmark's vectors are held in memory, as benchmark_vectors gives them
         bench_digests = [f"bench{i:059x}" for i in range(len(queries))]
         bench_rows = [Example(f"bench::{i}", i, Path(f"/bench/{i}.png"), "q", "a") for i in range(len(queries))]
         bench = EmbeddedSide(bench_rows, DistinctImages(bench_digests, [row.image for row in bench_rows],
                                                          np.arange(len(queries))), EmbeddingSet(bench_digests, [queries]))
-        seconds["load"] = time.perf_counter() - started
         started = time.perf_counter()
         reference = DeduplicatedCorpus.build(corpus)
         seconds["deduplicate"] = time.perf_counter() - started
@@ -173,7 +192,7 @@ def measure(directory: Path, seed: int) -> dict:
         seconds["search"] = time.perf_counter() - started
         started = time.perf_counter()
         result = image_nn_detector(table, calibration, detector_cfg.tau_alpha, detector_cfg.sweep_alphas,
-                                   detector_cfg.alpha, OpenClipEmbedder.resolution)
+                                   detector_cfg.alpha, embedder.resolution)
         seconds["detector"] = time.perf_counter() - started
     peak = read_status("VmHWM")["VmHWM"]
 
@@ -184,7 +203,7 @@ def measure(directory: Path, seed: int) -> dict:
     return {
         "corpus_vectors": n,
         "corpus_distinct": int(metrics["corpus_n_distinct"]),
-        "corpus_duplicates_planted": int(truth["n_duplicates"]),
+        "corpus_duplicates_planted": int((embedder.source_of >= 0).sum()),
         "queries": len(queries),
         "calibration_queries": len(calibration),
         "seconds": seconds,
@@ -206,10 +225,8 @@ def measure(directory: Path, seed: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from medexp.config.schemas.images import EmbedderBase
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dir", type=Path, required=True, help="where the synthetic corpus is written (4.3 GB at full size)")
+    parser.add_argument("--dir", type=Path, required=True, help="where the synthetic cache is written (4.3 GB at full size)")
     parser.add_argument("--corpus", type=int, default=1_850_000)
     parser.add_argument("--queries", type=int, default=11_700)
     parser.add_argument("--duplicate-rate", type=float, default=0.01, help="share of corpus rows that copy another")
@@ -218,17 +235,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--measure-only", action="store_true", help=argparse.SUPPRESS)  # the child process
     args = parser.parse_args(argv)
     if args.measure_only:
-        print(json.dumps(measure(args.dir, args.seed)))
+        print(json.dumps(measure(args.dir, args.corpus, args.duplicate_rate, args.seed)))
         return 0
-    if not (args.dir / "truth.npz").exists():
-        started = time.perf_counter()
-        generate(args.dir, args.corpus, args.queries, args.duplicate_rate, args.planted, EmbedderBase.shard_size,
-                 args.seed)
-        print(f"generated {args.corpus:,} x {DIM} float16 in {time.perf_counter() - started:.0f} s under {args.dir}",
-              file=sys.stderr)
+    started = time.perf_counter()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    embedder = SyntheticEmbedder(args.corpus, args.duplicate_rate, args.seed)
+    corpus_side(args.corpus, embedder, args.dir / "cache")  # writes the cache once; a later run reuses it
+    plant_queries(args.dir, embedder, args.queries, args.planted, args.seed)
+    print(f"cache of {args.corpus:,} x {DIM} float16 ready in {time.perf_counter() - started:.0f} s under {args.dir}",
+          file=sys.stderr)
+    del embedder
     loadavg_before = os.getloadavg()
     # a fresh process, so that its peak memory is the measured run's alone
-    child = subprocess.run([sys.executable, __file__, "--dir", str(args.dir), "--seed", str(args.seed), "--measure-only"],
+    child = subprocess.run([sys.executable, __file__, "--dir", str(args.dir), "--corpus", str(args.corpus),
+                            "--duplicate-rate", str(args.duplicate_rate), "--seed", str(args.seed), "--measure-only"],
                            capture_output=True, text=True)
     if child.returncode:
         sys.stderr.write(child.stderr)
