@@ -11,8 +11,9 @@ download is needed (the cost of a forward pass does not depend on the weights' v
   (hidden 1152, 27 layers, 16 heads, intermediate 4304, patch 14, image 384) on a random pixel
   batch: the tower alone, at the resolution of the -384 checkpoints.
 
-Each reports images/s (the best of ``--rounds`` timed batches after a warm-up batch), the
-forward FLOPs per image (``torch.utils.flop_counter``) and the peak resident memory.
+Each reports images/s (the best of ``--rounds`` timed batches after a one-image warm-up), the
+forward FLOPs per image (``torch.utils.flop_counter``) and the peak resident memory; ``medexp``
+also times JPEG decoding and the resize alone on one core (what a GPU embedder must be fed).
 
     PYTHONPATH=$PWD python benchmarks/embedding_cost.py --batch 8
 """
@@ -30,19 +31,20 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def forward_flops(forward, inputs) -> float:
+def forward_flops(model, forward, inputs) -> float:
     """FLOPs of one forward pass (matrix products and attention, as torch counts them)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    with torch.inference_mode(), FlopCounterMode(display=False) as counter:
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)  # the counter's module hooks trip over parameters that want gradients
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
         forward(inputs)
     return float(counter.get_total_flops())
 
 
 def best_seconds(run, rounds: int) -> tuple[float, list[float]]:
-    """Warm up once, then time ``rounds`` calls of ``run``: (best, all)."""
-    run()
+    """Time ``rounds`` calls of ``run`` (the caller warms up first): (best, all)."""
     times = []
     for _ in range(rounds):
         started = time.perf_counter()
@@ -53,6 +55,8 @@ def best_seconds(run, rounds: int) -> tuple[float, list[float]]:
 
 def medexp_embedder(batch: int, rounds: int, image_dir: Path) -> dict:
     import numpy as np
+    import open_clip
+    import torch
     from omegaconf import OmegaConf
     from PIL import Image
 
@@ -73,13 +77,14 @@ def medexp_embedder(batch: int, rounds: int, image_dir: Path) -> dict:
                           {"pretrained": None, "device": "cpu", "batch_size": batch})
     embedder = load_embedder(cfg)
     started = time.perf_counter()
-    embedder.embed(paths[:1])  # the first call builds the model
+    embedder.embed(paths[:1])  # the first call builds the model and warms up
     build_seconds = time.perf_counter() - started
     best, times = best_seconds(lambda: embedder.embed(paths), rounds)
-    # only the tower's products and attention count; decoding and resizing are no torch FLOPs
-    flops = forward_flops(lambda one: embedder.embed(one), paths[:1])
+    model = embedder._loaded[0]  # the model medexp built, for its FLOPs (as tests/images/test_embedders.py reads it)
+    size = int(open_clip.get_model_config(cfg.model)["vision_cfg"]["image_size"])
+    flops = forward_flops(model, model.encode_image, torch.zeros(1, 3, size, size))
     # decoding and a bicubic resize alone, on one core: what feeds a GPU that embeds faster
-    decode, _ = best_seconds(lambda: [read_image(path, "RGB").resize((224, 224), Image.BICUBIC) for path in paths], rounds)
+    decode, _ = best_seconds(lambda: [read_image(path, "RGB").resize((size, size), Image.BICUBIC) for path in paths], 3)
     return {"what": f"medexp OpenClipEmbedder {cfg.model} (random weights), 512 px JPEG files",
             "model_build_and_first_image_s": build_seconds, "flops_per_image": flops,
             "decode_resize_images_per_s_one_core": batch / decode, **_rates(batch, best, times)}
@@ -100,8 +105,10 @@ def siglip384(batch: int, rounds: int) -> dict:
         with torch.inference_mode():
             model(pixel_values=pixels)
 
+    with torch.inference_mode():
+        model(pixel_values=pixels[:1])  # warm-up
     best, times = best_seconds(run, rounds)
-    flops = forward_flops(lambda x: model(pixel_values=x), pixels[:1])
+    flops = forward_flops(model, lambda x: model(pixel_values=x), pixels[:1])
     return {"what": "transformers SiglipVisionModel, so400m-patch14-384 shape (random weights), pixels given",
             "params": sum(p.numel() for p in model.parameters()), "model_build_s": build_seconds,
             "flops_per_image": flops, **_rates(batch, best, times)}
