@@ -159,7 +159,7 @@ def measure(directory: Path, n: int, duplicate_rate: float, seed: int) -> dict:
     """Run medexp's image_nn steps on the warm cache (in this process) and check the planted truth."""
     from omegaconf import OmegaConf
 
-    import faiss  # noqa: F401  (loaded before the baseline: a library is not search memory)
+    import faiss  # loaded before the baseline: a library is not search memory
     from medexp.benchmarks.base import Example
     from medexp.config.schemas.images import ImageNNConfig
     from medexp.detectors.image_nn import image_nn_detector
@@ -220,7 +220,7 @@ def measure(directory: Path, n: int, duplicate_rate: float, seed: int) -> dict:
         "n_images_flagged": int(result.metrics["n_images_flagged"]),
         "p_value": result.metrics["p_value"],
         "loadavg_after": os.getloadavg(),
-        "threads": __import__("faiss").omp_get_max_threads(),
+        "threads": faiss.omp_get_max_threads(),
     }
 
 
