@@ -102,15 +102,14 @@ class OpenClipEmbedder:
 
     @functools.cached_property
     def _loaded(self):
-        model, preprocess, device = _load_open_clip(self.cfg)
-        width = int(model.visual.output_dim)
+        width = _image_width(self.cfg)
         if self.cfg.dim is not None and self.cfg.dim != width:
             raise ValueError(f"embedder {self.cfg.name}: {self.cfg.model} gives {width}-d vectors, config says dim={self.cfg.dim}")
-        return model, preprocess, device
+        return _load_open_clip(self.cfg)
 
     @property
     def dim(self) -> int:
-        return int(self.cfg.dim) if self.cfg.dim is not None else int(self._loaded[0].visual.output_dim)
+        return int(self.cfg.dim) if self.cfg.dim is not None else _image_width(self.cfg)
 
     # Storing a unit vector in float16 moves each component by at most 2^-11 of itself, so two
     # stored copies of one vector can lie up to |2 * 2^-11|^2 / 2 = 2^-21 (4.8e-7) apart: a
@@ -151,15 +150,31 @@ class OpenClipEmbedder:
 _RANDOM_INIT_SEED = 0  # random weights (pretrained: null) are drawn reproducibly; for tests only
 
 
-def _load_open_clip(cfg):
+def _architecture(cfg) -> dict[str, Any]:
+    """The open_clip architecture ``cfg.model`` names (a ``model_config`` file registered first)."""
     import open_clip
-    import torch
 
     if cfg.model_config:
         # a JSON architecture file (e.g. a tiny test model), registered under its file stem
         open_clip.add_model_config(str(Path(cfg.model_config).expanduser()))
-    if open_clip.get_model_config(cfg.model) is None:
+    architecture = open_clip.get_model_config(cfg.model)
+    if architecture is None:
         raise ValueError(f"embedder {cfg.name}: unknown open_clip model {cfg.model!r} (see open_clip.list_models())")
+    return architecture
+
+
+def _image_width(cfg) -> int:
+    """The width of ``encode_image``: the architecture's ``embed_dim``, the space images and texts
+    share. Read from the architecture because a timm tower (every SigLIP model) has no
+    ``output_dim`` attribute, unlike open_clip's own vision transformer."""
+    return int(_architecture(cfg)["embed_dim"])
+
+
+def _load_open_clip(cfg):
+    import open_clip
+    import torch
+
+    _architecture(cfg)  # registers a model_config file, and names an unknown model before any download
     device = cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     pretrained = str(Path(cfg.pretrained).expanduser()) if _is_path(cfg.pretrained) else cfg.pretrained
     try:

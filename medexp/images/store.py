@@ -8,7 +8,8 @@ with the same images shares it, and a replaced file or a different backbone neve
 vectors. Shards of ``shard_size`` consecutive images are written, verified and resumed by
 :mod:`medexp.shards`.
 Float16 halves the footprint (1.85M x 1152 floats = 4.3 GB), and shards are memory-mapped, so
-exact search streams a corpus larger than RAM block by block.
+exact search streams a corpus larger than RAM block by block; a subset (the corpus deduplicated)
+stays mapped too, read through the row numbers it keeps (:class:`KeptRows`).
 """
 
 from __future__ import annotations
@@ -26,12 +27,41 @@ from medexp.images.embedders import Embedder
 _STORE_VERSION = 2  # 2: items are distinct byte digests, not example ids
 
 
+class KeptRows:
+    """The rows ``kept`` (sorted positions) of a stored shard, read from it on access.
+
+    A shard that loses rows to deduplication is not copied: at PMC-OA scale, with a copy spread
+    over every shard, copying would hold the whole float16 corpus (4.3 GB) in memory where the
+    memory map reads one search block at a time.
+    """
+
+    def __init__(self, stored: np.ndarray, kept: np.ndarray):
+        self.stored = stored
+        self.kept = np.asarray(kept, dtype=np.int64)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self.kept), int(self.stored.shape[1])
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.stored.dtype
+
+    def __len__(self) -> int:
+        return len(self.kept)
+
+    def __getitem__(self, index) -> np.ndarray:
+        """The kept rows at ``index`` (a slice or positions), read into memory."""
+        return np.asarray(self.stored[self.kept[index]])
+
+
 @dataclass
 class EmbeddingSet:
-    """Unit-norm vectors of ``ids`` (in order), held as float16 blocks (arrays or memory maps)."""
+    """Unit-norm vectors of ``ids`` (in order), held as float16 blocks (arrays, memory maps, or
+    the kept rows of either)."""
 
     ids: list[str]
-    shards: list[np.ndarray] = field(repr=False)
+    shards: list[np.ndarray | KeptRows] = field(repr=False)
 
     def __post_init__(self) -> None:
         if not self.shards:
@@ -65,8 +95,8 @@ class EmbeddingSet:
             offset += len(shard)
 
     def subset(self, indices: Sequence[int]) -> "EmbeddingSet":
-        """The vectors at sorted, distinct ``indices``: a shard wholly kept stays as it is (a
-        memory map stays mapped); only a shard that loses rows is copied, without them."""
+        """The vectors at sorted, distinct ``indices``: a shard wholly kept stays as it is, one
+        that loses rows is read through the rows it keeps (:class:`KeptRows`); nothing is copied."""
         indices = np.asarray(indices, dtype=np.int64)
         if np.any(np.diff(indices) <= 0):
             raise ValueError("subset indices must be sorted and distinct")
@@ -76,7 +106,9 @@ class EmbeddingSet:
             if len(local) == len(shard):
                 shards.append(shard)
             elif len(local):
-                shards.append(np.asarray(shard[local]))
+                # the kept rows of kept rows index the stored shard directly: one read per access
+                stored, kept = (shard.stored, shard.kept[local]) if isinstance(shard, KeptRows) else (shard, local)
+                shards.append(KeptRows(stored, kept))
             start += len(shard)
         return EmbeddingSet([self.ids[i] for i in indices], shards)
 

@@ -126,6 +126,35 @@ def test_tiny_open_clip_model_embeds_with_siglip_normalisation(tiny_cfg, tmp_pat
     assert open_clip.get_model_config("medexp-tiny-siglip")["embed_dim"] == 48
 
 
+# SigLIP in open_clip is a timm tower (``TimmModel``: attention-pool head, no projection), which,
+# unlike open_clip's own VisionTransformer above, has no ``output_dim``: the shape of the real
+# siglip_b16 / siglip_so400m towers at the size of timm's smallest ViT.
+TINY_TIMM_SIGLIP = {
+    "embed_dim": 192,
+    "init_logit_bias": -10,
+    "custom_text": True,
+    "vision_cfg": {"image_size": 224, "timm_model_name": "vit_tiny_patch16_224", "timm_model_pretrained": False,
+                   "timm_pool": "map", "timm_proj": "none"},
+    "text_cfg": {"context_length": 8, "vocab_size": 64, "width": 32, "heads": 2, "layers": 1, "no_causal_mask": True},
+}
+
+
+def test_a_timm_tower_embeds_at_its_architecture_width(tmp_path):
+    path = tmp_path / "medexp-tiny-timm-siglip.json"
+    path.write_text(json.dumps(TINY_TIMM_SIGLIP))
+    cfg = OmegaConf.structured(OpenClipEmbedderConfig(
+        name="tiny_timm", model="medexp-tiny-timm-siglip", model_config=str(path), pretrained=None, dim=None, device="cpu"))
+    image = save(render_scan(ScanSpec("MRI", "brain", seed=0)), tmp_path / "scan.png")
+    embedder = load_embedder(cfg)
+    assert embedder.dim == 192  # from the architecture, before the model is built
+    vectors = embedder.embed([image, image])
+    assert vectors.shape == (2, 192)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    cfg.dim = 1152
+    with pytest.raises(ValueError, match="gives 192-d vectors, config says dim=1152"):
+        load_embedder(cfg).embed([image])
+
+
 def test_wrong_declared_width_and_unknown_model_fail_clearly(tiny_cfg, tmp_path):
     path = save(render_scan(ScanSpec("CT", "liver", seed=0)), tmp_path / "x.png")
     tiny_cfg.dim = 768

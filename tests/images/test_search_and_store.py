@@ -214,14 +214,25 @@ def test_store_rejects_empty_input(tmp_path):
         embed(PerceptualHash(8, 4), [], tmp_path)
 
 
-def test_subset_keeps_whole_shards_mapped_and_copies_only_the_others():
+def test_subset_copies_no_shard_and_reads_the_memory_maps(tmp_path):
+    from medexp.images.store import KeptRows
+
     vectors = np.random.default_rng(1).normal(size=(7, 4))
     whole = EmbeddingSet.from_array([str(i) for i in range(7)], vectors)
-    split = EmbeddingSet([str(i) for i in range(7)], [whole.shards[0][:3], whole.shards[0][3:5], whole.shards[0][5:]])
-    part = split.subset([0, 1, 2, 4, 6])
-    assert part.ids == ["0", "1", "2", "4", "6"] and [len(shard) for shard in part.shards] == [3, 1, 1]
-    assert part.shards[0] is split.shards[0]  # a wholly kept shard is not copied
-    np.testing.assert_array_equal(part.rows(range(5)), whole.rows([0, 1, 2, 4, 6]))
+    for name, rows in (("a", slice(0, 3)), ("b", slice(3, 5)), ("c", slice(5, 7))):
+        np.save(tmp_path / f"{name}.npy", whole.shards[0][rows])
+    mapped = [np.load(tmp_path / f"{name}.npy", mmap_mode="r") for name in "abc"]
+    split = EmbeddingSet([str(i) for i in range(7)], mapped)
+    part = split.subset([0, 2, 3, 4, 6])
+    assert part.ids == ["0", "2", "3", "4", "6"] and [len(shard) for shard in part.shards] == [2, 2, 1]
+    assert part.shards[1] is mapped[1]  # a wholly kept shard stays as it is
+    assert [type(shard) for shard in (part.shards[0], part.shards[2])] == [KeptRows, KeptRows]
+    assert part.shards[0].stored is mapped[0] and part.shards[2].stored is mapped[2]  # still the memory maps
+    np.testing.assert_array_equal(part.rows(range(5)), whole.rows([0, 2, 3, 4, 6]))
+    np.testing.assert_array_equal(np.concatenate([block for _, block in part.blocks(1)]), whole.rows([0, 2, 3, 4, 6]))
+    again = part.subset([1, 2, 4])  # kept rows of kept rows: fewer rows of the same map
+    assert again.ids == ["2", "3", "6"] and again.shards[0].stored is mapped[0] and again.shards[0].kept.tolist() == [2]
+    np.testing.assert_array_equal(again.stored(range(3)), whole.stored([2, 3, 6]))
     with pytest.raises(ValueError, match="sorted and distinct"):
         split.subset([2, 1])
 

@@ -5,12 +5,15 @@ vectors (SigLIP SO400M width), against a plain baseline in the same run: the cor
 to float32 once, then numpy matmul + argmax per query batch. Each method runs in its own
 subprocess, and its peak resident memory above the loaded float16 corpus is read from
 /proc/self/status (VmHWM, reset through /proc/self/clear_refs once the corpus is loaded; Linux).
-Reported as ratios in ``benchmark.extra_info``; nothing asserts wall time.
+Reported as ratios in ``benchmark.extra_info``; nothing asserts wall time. The PMC-OA-sized run
+(1.85M vectors, 11.7k queries, through image_nn's search and detector) is benchmarks/pmcoa_scale.py;
+it is checked here at a small size.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -112,3 +115,21 @@ def test_exact_search_vs_numpy_baseline(benchmark, data_dir, n):
     print(f"\nexact search over {n:,} x {DIM} float16: {info['queries_per_s']:.0f} q/s vs baseline "
           f"{info['baseline_queries_per_s']:.0f} q/s (x{info['speedup_vs_baseline']:.2f}); extra peak memory "
           f"{info['peak_extra_mib']:.0f} MiB vs {info['baseline_peak_extra_mib']:.0f} MiB (ratio {info['memory_ratio_vs_baseline']:.2f})")
+
+
+def test_pmcoa_scale_script_finds_every_planted_copy(tmp_path):
+    """benchmarks/pmcoa_scale.py at a small size (its full size, 1.85M vectors, takes ~10 minutes
+    on 2 cores: docs/images.md "At PMC-OA scale"): every planted copy found and flagged, the
+    corpus's planted duplicates collapsed, and its memory report present."""
+    result = subprocess.run(
+        [sys.executable, "benchmarks/pmcoa_scale.py", "--dir", str(tmp_path), "--corpus", "60000", "--queries", "500",
+         "--planted", "40"],
+        cwd=REPO, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["planted_found_and_flagged"] == report["planted_queries"] == 40
+    assert report["planted_same_vector"] == 20  # the stored-vector copies are exact duplicates
+    assert report["corpus_distinct"] == report["corpus_vectors"] - report["corpus_duplicates_planted"] > 0
+    assert report["corpus_duplicates_planted"] > 0 and report["p_value"] < 1e-6
+    assert report["peak_rss_anon_kib"] > 0 and report["peak_vmhwm_kib"] > 0
