@@ -201,9 +201,19 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
             kwargs["images"] = [[image] for image in images]  # one list per prompt: no ambiguity
         return self.processor(**kwargs)
 
-    def example_logits(self, inputs: dict[str, Any]):
-        """Logits aligned with ``inputs["input_ids"]`` for a batch of prompt + answer rows."""
-        return self.model(**inputs).logits
+    def answer_logits(self, inputs: dict[str, Any], answer_mask):
+        """Logits of the positions that predict answer tokens (``answer_logit_mask``), one row per
+        answer token, for a batch of prompt + answer rows.
+
+        Only those hidden states go through the vocabulary projection (transformers'
+        ``logits_to_keep``): projecting every prompt position costs as much as several decoder
+        layers with a 150k vocabulary, and its logits were never read."""
+        from medexp.scoring.teacher_forcing import answer_logit_mask
+
+        keep = answer_logit_mask(answer_mask)
+        logits = self.model(**inputs, logits_to_keep=keep).logits
+        # A forward that ignores logits_to_keep (remote code) returns every position's logits.
+        return logits[keep] if logits.dim() == 3 else logits
 
     def text_logits(self, input_ids, attention_mask):
         """Logits of text-only input (the exchangeability test scores text without images)."""
@@ -259,9 +269,10 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
         inputs, answer_mask = _append_answers(encoded, [item.answer_ids for item in group], self.pad_id,
                                               self.SEQUENCE_KEYS)
         inputs = {key: value.to(self.device) if torch.is_tensor(value) else value for key, value in inputs.items()}
+        answer_mask = answer_mask.to(self.device)
         with torch.inference_mode():
-            logits = self.example_logits(inputs)
-        token_logprobs, token_z = answer_token_scores(logits, inputs["input_ids"], answer_mask.to(self.device))
+            logits = self.answer_logits(inputs, answer_mask)
+        token_logprobs, token_z = answer_token_scores(logits, inputs["input_ids"], answer_mask)
         rows = []
         for item, logprob, z in zip(group, token_logprobs, token_z):
             values = logprob.cpu().numpy()
