@@ -171,22 +171,25 @@ def _settings(scorer, **settings):
 
 def test_scoring_throughput_as_a_fraction_of_the_matmul_peak(benchmark, midsize):
     """Examples/s, tokens/s and achieved FLOP/s of a mid-size VLM's teacher-forced scoring, as a
-    fraction of the fp32 and bf16 matmul peaks measured in the same rounds, for: every position
-    projected onto the vocabulary (before), answer positions only (after), then bf16 weights,
-    eager instead of SDPA attention, another batch shape and a token budget. Rates are of each
-    variant's fastest round."""
+    fraction of the fp32 and bf16 matmul peaks measured in the same rounds (the best over torch's
+    default threads and one thread), for: every position projected onto the vocabulary (before),
+    answer positions only (after), then one torch thread, bf16 weights, eager instead of SDPA
+    attention, another batch shape and a token budget. Rates are of each variant's fastest round."""
     import torch
 
     directory, examples = midsize
     scorers = {"fp32": _scorer(directory), "bf16": _scorer(directory, dtype="bfloat16")}
-    # Variant -> (dtype of its scorer, what it changes while it scores).
+    all_threads = torch.get_num_threads()
+    # Variant -> (dtype of its scorer, torch threads, what it changes while it scores).
     variants = {
-        "fp32, every position projected (before)": ("fp32", _every_position_projected),
-        "fp32, answer positions projected": ("fp32", nullcontext),
-        "bf16, answer positions projected": ("bf16", nullcontext),
-        "bf16, eager attention": ("bf16", _eager_attention),
-        f"bf16, batches of {N_EXAMPLES}": ("bf16", partial(_settings, batch_size=N_EXAMPLES)),
-        "bf16, token budget 1,000": ("bf16", partial(_settings, token_budget=1000)),
+        "fp32, every position projected (before)": ("fp32", all_threads, _every_position_projected),
+        "fp32, answer positions projected": ("fp32", all_threads, nullcontext),
+        "fp32, answer positions, 1 thread": ("fp32", 1, nullcontext),
+        "bf16, answer positions": ("bf16", all_threads, nullcontext),
+        "bf16, answer positions, 1 thread": ("bf16", 1, nullcontext),
+        "bf16, 1 thread, eager attention": ("bf16", 1, _eager_attention),
+        f"bf16, 1 thread, batches of {N_EXAMPLES}": ("bf16", 1, partial(_settings, batch_size=N_EXAMPLES)),
+        "bf16, 1 thread, token budget 1,000": ("bf16", 1, partial(_settings, token_budget=1000)),
     }
     shapes: list[tuple[int, int]] = []
     for scorer in scorers.values():
@@ -194,29 +197,34 @@ def test_scoring_throughput_as_a_fraction_of_the_matmul_peak(benchmark, midsize)
         scorer.answer_logits = lambda inputs, mask, forward=forward: (shapes.append(tuple(inputs["input_ids"].shape))
                                                                       or forward(inputs, mask))
     flops, tokens = useful_flops(scorers["fp32"], examples)
-    peaks = {"fp32": 0.0, "bf16": 0.0}
+    # (dtype, threads) -> best matmul FLOP/s; the machine's peak of a dtype is its best over threads.
+    peaks = {(dtype, threads): 0.0 for dtype in ("fp32", "bf16") for threads in {all_threads, 1}}
     times: dict[str, list[float]] = {name: [] for name in variants}
     padded, frames = {}, {}
 
     def one_round():
-        # Every variant and both peaks in each round, so that the load of a shared machine falls
+        # Every variant and every peak in each round, so that the load of a shared machine falls
         # on all of them alike.
-        peaks["fp32"] = max(peaks["fp32"], matmul_peak(torch.float32))
-        peaks["bf16"] = max(peaks["bf16"], matmul_peak(torch.bfloat16))
-        for name, (dtype, change) in variants.items():
+        for dtype, threads in peaks:
+            torch.set_num_threads(threads)
+            peaks[dtype, threads] = max(peaks[dtype, threads],
+                                        matmul_peak(torch.float32 if dtype == "fp32" else torch.bfloat16))
+        for name, (dtype, threads, change) in variants.items():
             shapes.clear()
+            torch.set_num_threads(threads)
             with change(scorers[dtype]):
                 started = time.perf_counter()
                 frames[name] = scorers[dtype].score_examples(examples)
                 times[name].append(time.perf_counter() - started)
             padded[name] = sum(rows * width for rows, width in shapes)
+        torch.set_num_threads(all_threads)
 
     benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
 
     before, after = frames["fp32, every position projected (before)"], frames["fp32, answer positions projected"]
     for column in ("token_logprobs", "token_minkpp_z"):
         np.testing.assert_allclose(np.concatenate(after[column]), np.concatenate(before[column]), rtol=0, atol=1e-4)
-    bf16 = frames["bf16, answer positions projected"]
+    bf16 = frames["bf16, answer positions"]
     for name in variants:
         if name.startswith("bf16"):
             # bf16 matmuls round differently with the shapes of other batches and kernels (about
@@ -224,25 +232,26 @@ def test_scoring_throughput_as_a_fraction_of_the_matmul_peak(benchmark, midsize)
             np.testing.assert_allclose(frames[name]["sum_logprob"], bf16["sum_logprob"], rtol=5e-3, atol=0.05)
     bf16_vs_fp32 = float(np.max(np.abs(bf16["sum_logprob"] - after["sum_logprob"])))
 
+    machine_peak = {dtype: max(peaks[dtype, threads] for threads in {all_threads, 1}) for dtype in ("fp32", "bf16")}
     info = benchmark.extra_info
-    info.update(torch_threads=torch.get_num_threads(), useful_gflop=flops / 1e9, lm_tokens=tokens,
-                matmul_peak_fp32_gflops=peaks["fp32"] / 1e9, matmul_peak_bf16_gflops=peaks["bf16"] / 1e9,
+    info.update(torch_threads=all_threads, useful_gflop=flops / 1e9, lm_tokens=tokens,
+                matmul_peak_gflops={f"{dtype}, {threads} threads": value / 1e9 for (dtype, threads), value in peaks.items()},
                 bf16_vs_fp32_max_abs_sum_logprob=bf16_vs_fp32)
     print(f"\nmid-size Qwen2.5-VL (0.5B decoder), {N_EXAMPLES} examples, {tokens} LM tokens, "
-          f"{flops / 1e9:.0f} GFLOP useful, {torch.get_num_threads()} torch threads; matmul peak "
-          f"fp32 {peaks['fp32'] / 1e9:.0f} GFLOP/s, bf16 {peaks['bf16'] / 1e9:.0f} GFLOP/s (best of {ROUNDS} rounds)")
+          f"{flops / 1e9:.0f} GFLOP useful; matmul peak (best of {ROUNDS} rounds) "
+          + ", ".join(f"{dtype} {threads} threads {value / 1e9:.0f} GFLOP/s" for (dtype, threads), value in peaks.items()))
     baseline = min(times["fp32, every position projected (before)"])
     for name, seconds in ((name, min(spent)) for name, spent in times.items()):
         achieved = flops / seconds
-        peak = peaks[variants[name][0]]
+        peak = machine_peak[variants[name][0]]
         info[name] = {"examples_per_s": N_EXAMPLES / seconds, "tokens_per_s": tokens / seconds,
                       "achieved_gflops": achieved / 1e9, "fraction_of_its_dtype_peak": achieved / peak,
-                      "fraction_of_fp32_peak": achieved / peaks["fp32"], "padding_fraction": 1 - tokens / padded[name],
-                      "speedup_vs_before": baseline / seconds, "seconds_fastest": seconds,
-                      "seconds_median": float(np.median(times[name]))}
+                      "fraction_of_fp32_peak": achieved / machine_peak["fp32"],
+                      "padding_fraction": 1 - tokens / padded[name], "speedup_vs_before": baseline / seconds,
+                      "seconds_fastest": seconds, "seconds_median": float(np.median(times[name]))}
         print(f"  {name}: {N_EXAMPLES / seconds:.2f} ex/s, {tokens / seconds:.0f} tok/s, "
               f"{achieved / 1e9:.0f} GFLOP/s = {achieved / peak:.0%} of its dtype's peak "
-              f"({achieved / peaks['fp32']:.0%} of fp32's), padding {1 - tokens / padded[name]:.0%}, "
+              f"({achieved / machine_peak['fp32']:.0%} of fp32's), padding {1 - tokens / padded[name]:.0%}, "
               f"x{baseline / seconds:.2f} vs before (fastest of {ROUNDS}: {seconds:.2f} s, "
               f"median {np.median(times[name]):.2f} s)")
     print(f"  bf16 vs fp32 scores: max |sum log p| difference {bf16_vs_fp32:.3f}")
