@@ -12,7 +12,8 @@ tokens), with N_decoder the decoder's non-embedding parameters (layers and final
 the vision tower's, N_head the vocabulary projection's, LM tokens the real tokens of every input
 (padding excluded) and answer tokens the ones scored. Attention scores (4 x layers x length x
 hidden per token, 1.5% more at these lengths) are not counted. The machine's peak is the best
-FLOP/s (2 n^3 / t) of torch.matmul of large square matrices, fp32 and bf16, with the same threads.
+FLOP/s (2 n^3 / t) of torch.matmul of large square matrices, fp32 and bf16, with torch's threads
+and with one.
 Nothing here asserts wall time: the scores of each variant are checked against the plain path,
 the rates and fractions go to extra_info and are printed.
 """
