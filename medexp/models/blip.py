@@ -69,6 +69,12 @@ class QFormerScorer(HFScorer):
         logits = self.model(**inputs).logits
         return logits[:, logits.shape[1] - inputs["input_ids"].shape[1] :]
 
+    def answer_logits(self, inputs: dict[str, Any], answer_mask):
+        # transformers' BLIP classes take no logits_to_keep: every position is projected.
+        from medexp.scoring.teacher_forcing import answer_logit_mask
+
+        return self.example_logits(inputs)[answer_logit_mask(answer_mask)]
+
     def text_logits(self, input_ids, attention_mask):
         """The wrapped language model (OPT, Vicuna, Mistral ...) on text alone: the full model
         requires pixel values."""

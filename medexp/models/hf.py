@@ -228,9 +228,19 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
             kwargs["images"] = [[image] for image in images]  # one list per prompt: no ambiguity
         return self.processor(**kwargs)
 
-    def example_logits(self, inputs: dict[str, Any]):
-        """Logits aligned with ``inputs["input_ids"]`` for a batch of prompt + answer rows."""
-        return self.model(**inputs).logits
+    def answer_logits(self, inputs: dict[str, Any], answer_mask):
+        """Logits of the positions that predict answer tokens (``answer_logit_mask``), one row per
+        answer token, for a batch of prompt + answer rows.
+
+        Only those hidden states go through the vocabulary projection (transformers'
+        ``logits_to_keep``): projecting every prompt position costs as much as several decoder
+        layers with a 150k vocabulary, and its logits were never read."""
+        from medexp.scoring.teacher_forcing import answer_logit_mask
+
+        keep = answer_logit_mask(answer_mask)
+        logits = self.model(**inputs, logits_to_keep=keep).logits
+        # A forward that ignores logits_to_keep (remote code) returns every position's logits.
+        return logits[keep] if logits.dim() == 3 else logits
 
     def text_logits(self, input_ids, attention_mask):
         """Logits of text-only input (the exchangeability test scores text without images)."""
@@ -301,9 +311,10 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
         inputs, answer_mask = _append_answers(encoded, [item.answer_ids for item in group], self.pad_id,
                                               self.SEQUENCE_KEYS)
         inputs = {key: value.to(self.device) if torch.is_tensor(value) else value for key, value in inputs.items()}
+        answer_mask = answer_mask.to(self.device)
         with torch.inference_mode():
-            logits = self.example_logits(inputs)
-        token_logprobs, token_z = answer_token_scores(logits, inputs["input_ids"], answer_mask.to(self.device))
+            logits = self.answer_logits(inputs, answer_mask)
+        token_logprobs, token_z = answer_token_scores(logits, inputs["input_ids"], answer_mask)
         tokens = int(inputs["attention_mask"].sum())
         self.token_counts.naive += tokens
         self.token_counts.computed += tokens
@@ -436,7 +447,7 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
                              next_position) -> list[dict[str, Any]]:
         import torch
 
-        from medexp.scoring.teacher_forcing import answer_token_scores
+        from medexp.scoring.teacher_forcing import answer_logit_mask, answer_token_scores
 
         continuations = [batch[index].continuations[member] for index, member in chunk]
         width = max(len(ids) for ids in continuations)
@@ -452,10 +463,12 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
         # The mask covers the prefix's cached slots (their left padding masked), then the continuation.
         attention = torch.cat([prefix_attention[owners], attention.to(self.device)], dim=1)
         positions = next_position[owners][:, None] + torch.arange(width, device=self.device)
+        keep = answer_logit_mask(answer_mask)  # only the positions that predict answer tokens
         with torch.inference_mode():
             logits = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
-                                past_key_values=cache_rows(cache, owners), use_cache=True).logits
-        token_logprobs, token_z = answer_token_scores(logits, input_ids, answer_mask)
+                                past_key_values=cache_rows(cache, owners), use_cache=True, logits_to_keep=keep).logits
+        token_logprobs, token_z = answer_token_scores(logits[keep] if logits.dim() == 3 else logits, input_ids,
+                                                      answer_mask)
         self.token_counts.computed += sum(len(ids) for ids in continuations)
         self.token_counts.naive += sum(batch[index].length + len(ids) for (index, _), ids in zip(chunk, continuations))
         return self._rows([batch[index].items[member] for index, member in chunk], token_logprobs, token_z)

@@ -5,18 +5,29 @@ from __future__ import annotations
 import torch
 
 
-def answer_token_scores(logits: torch.Tensor, input_ids: torch.Tensor, answer_mask: torch.Tensor):
+def answer_logit_mask(answer_mask: torch.Tensor) -> torch.Tensor:
+    """The positions whose logits predict an answer token: ``logits[b, t]`` predicts token ``t + 1``.
+
+    ``answer_mask[b, t]`` marks answer tokens of row b (prompt and padding positions are False,
+    like labels of -100). Only these positions need a projection onto the vocabulary; a model
+    takes the mask as its ``logits_to_keep`` and returns their logits, one row each, in the
+    row-major order of the mask.
+    """
+    keep = torch.zeros_like(answer_mask)
+    keep[:, :-1] = answer_mask[:, 1:]
+    return keep
+
+
+def answer_token_scores(answer_logits: torch.Tensor, input_ids: torch.Tensor, answer_mask: torch.Tensor):
     """Per-token log p and Min-K%++ z of the tokens selected by ``answer_mask``.
 
-    ``logits[b, t]`` predicts token ``t + 1``; ``answer_mask[b, t]`` marks answer tokens of row b
-    (prompt and padding positions are False, like labels of -100). Returns two lists (one entry
-    per row) of float64 tensors: log p(x_t | x_<t) and z_t = (log p(x_t) - mu_t) / sigma_t with
-    mu_t and sigma_t^2 the mean and variance of log p over the full vocabulary under p.
+    ``answer_logits`` are the logits at the positions of :func:`answer_logit_mask` (answer tokens x
+    vocabulary, row-major). Returns two lists (one entry per row) of float64 tensors:
+    log p(x_t | x_<t) and z_t = (log p(x_t) - mu_t) / sigma_t with mu_t and sigma_t^2 the mean and
+    variance of log p over the full vocabulary under p.
     """
     target_mask = answer_mask[:, 1:]
-    rows, cols = target_mask.nonzero(as_tuple=True)
-    # Only answer positions go through the full-vocabulary softmax: prompts are much longer.
-    token_logprob, z = label_scores(logits[rows, cols], input_ids[rows, cols + 1])
+    token_logprob, z = label_scores(answer_logits, input_ids[:, 1:][target_mask])
     counts = target_mask.sum(dim=1).tolist()
     return list(token_logprob.split(counts)), list(z.split(counts))
 

@@ -108,6 +108,30 @@ class ScorerContract:
         for a, b in zip(batched, single):
             assert_rows_close(a, b)
 
+    def test_vocabulary_projection_of_answer_positions_only_gives_the_full_logits_scores(self, checkpoint, examples,
+                                                                                          monkeypatch):
+        """The model projects only the positions that predict answer tokens onto the vocabulary
+        (logits_to_keep), with the scores of a forward that ignores logits_to_keep and projects
+        every position."""
+        mixed = examples[0] + examples[1]
+        projected = {"kept": [], "full": []}
+        frames = {}
+        for path in projected:
+            scorer = make_scorer(checkpoint, self.FAMILY, batch_size=len(mixed))
+            if path == "full":
+                forward = scorer.model.forward
+                monkeypatch.setattr(scorer.model, "forward",
+                                    lambda *args, logits_to_keep=0, **kwargs: forward(*args, **kwargs))
+            head = scorer.model.get_output_embeddings()
+            hook = head.register_forward_hook(lambda module, args, output, path=path:
+                                              projected[path].append(args[0].shape[:-1].numel()))
+            frames[path] = rows(scorer.score_examples(mixed))
+            hook.remove()
+        assert sum(projected["kept"]) == sum(row["n_answer_tokens"] for row in frames["kept"])
+        assert sum(projected["full"]) > 3 * sum(projected["kept"])  # prompts and padding were projected too
+        for kept, full in zip(frames["kept"], frames["full"]):
+            assert_rows_close(kept, full)
+
     @pytest.mark.parametrize("side", ["left", "right"])
     def test_score_does_not_depend_on_companions_or_padding_side(self, checkpoint, examples, side):
         scorer = make_scorer(checkpoint, self.FAMILY, batch_size=3)

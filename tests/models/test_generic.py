@@ -61,9 +61,9 @@ def test_token_budget_gives_identical_scores_within_the_budget(tiny_checkpoint, 
     budget = 2 * max(lengths) + 1  # room for two rows of the longest input, more of short ones
     scorer = make_scorer(directory, family, batch_size=1, token_budget=budget)
     shapes = []
-    original = scorer.example_logits
-    monkeypatch.setattr(scorer, "example_logits", lambda inputs: shapes.append(inputs["input_ids"].shape)
-                        or original(inputs))
+    original = scorer.answer_logits
+    monkeypatch.setattr(scorer, "answer_logits", lambda inputs, mask: shapes.append(inputs["input_ids"].shape)
+                        or original(inputs, mask))
     budgeted = rows(scorer.score_examples(examples))
     assert [r["example_id"] for r in budgeted] == [ex.example_id for ex in examples]
     for a, b in zip(budgeted, reference):

@@ -1,4 +1,4 @@
-"""answer_token_scores / sequence_logprobs against plain-Python reference computations."""
+"""answer_logit_mask / answer_token_scores / sequence_logprobs against plain-Python reference computations."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from medexp.scoring.teacher_forcing import answer_token_scores, sequence_logprobs
+from medexp.scoring.teacher_forcing import answer_logit_mask, answer_token_scores, sequence_logprobs
 
 BATCH, LENGTH, VOCAB = 3, 9, 17
 
@@ -23,6 +23,11 @@ def batch():
     answer_mask[1, 3:5] = True  # answer followed by padding
     answer_mask[2, 7:8] = True  # one-token answer
     return logits, input_ids, answer_mask
+
+
+def _scores(logits: torch.Tensor, input_ids: torch.Tensor, answer_mask: torch.Tensor):
+    """answer_token_scores of the logits a model returns for ``logits_to_keep=answer_logit_mask``."""
+    return answer_token_scores(logits[answer_logit_mask(answer_mask)], input_ids, answer_mask)
 
 
 def _manual_position(logits_row: torch.Tensor, target: int) -> tuple[float, float]:
@@ -44,7 +49,7 @@ def _manual_position(logits_row: torch.Tensor, target: int) -> tuple[float, floa
 
 def test_answer_token_scores_match_manual_loop(batch):
     logits, input_ids, answer_mask = batch
-    logprobs, zs = answer_token_scores(logits, input_ids, answer_mask)
+    logprobs, zs = _scores(logits, input_ids, answer_mask)
     assert len(logprobs) == len(zs) == BATCH
     for row in range(BATCH):
         positions = answer_mask[row].nonzero().flatten().tolist()
@@ -60,7 +65,7 @@ def test_answer_token_scores_match_manual_loop(batch):
 def test_answer_token_scores_use_shifted_positions(batch):
     """The unshifted gather (logits[t] for token t) gives other numbers: the test can fail."""
     logits, input_ids, answer_mask = batch
-    logprobs, _ = answer_token_scores(logits, input_ids, answer_mask)
+    logprobs, _ = _scores(logits, input_ids, answer_mask)
     t = 6
     wrong = torch.log_softmax(logits[0, t], -1)[input_ids[0, t]].item()
     right = torch.log_softmax(logits[0, t - 1], -1)[input_ids[0, t]].item()
@@ -70,7 +75,7 @@ def test_answer_token_scores_use_shifted_positions(batch):
 
 def test_answer_token_scores_vectorised_reference(batch):
     logits, input_ids, answer_mask = batch
-    logprobs, zs = answer_token_scores(logits, input_ids, answer_mask)
+    logprobs, zs = _scores(logits, input_ids, answer_mask)
     log_p = torch.log_softmax(logits[:, :-1], -1)
     gathered = log_p.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
     p = log_p.exp()
@@ -83,23 +88,28 @@ def test_answer_token_scores_vectorised_reference(batch):
         torch.testing.assert_close(zs[row], z[row][mask[row]], rtol=0, atol=1e-10)
 
 
+def test_answer_logit_mask_keeps_exactly_the_predicting_positions(batch):
+    _, _, answer_mask = batch
+    expected = {(row, t - 1) for row, t in answer_mask.nonzero().tolist()}
+    assert {tuple(position) for position in answer_logit_mask(answer_mask).nonzero().tolist()} == expected
+
+
 def test_answer_token_scores_ignore_padding_and_prompt_logits(batch):
-    """Changing logits outside the predicting positions leaves the scores unchanged."""
+    """Changing logits outside the kept positions leaves the scores unchanged."""
     logits, input_ids, answer_mask = batch
-    before = answer_token_scores(logits, input_ids, answer_mask)
+    before = _scores(logits, input_ids, answer_mask)
     altered = logits.clone()
-    predicting = torch.zeros_like(answer_mask)
-    predicting[:, :-1] = answer_mask[:, 1:]
+    predicting = answer_logit_mask(answer_mask)
     altered[~predicting] = torch.randn_like(altered[~predicting]) * 5
-    after = answer_token_scores(altered, input_ids, answer_mask)
+    after = _scores(altered, input_ids, answer_mask)
     for a, b in zip(before[0] + before[1], after[0] + after[1]):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
 def test_answer_token_scores_accept_float32_logits(batch):
     logits, input_ids, answer_mask = batch
-    ref_lp, ref_z = answer_token_scores(logits, input_ids, answer_mask)
-    lp, z = answer_token_scores(logits.float(), input_ids, answer_mask)
+    ref_lp, ref_z = _scores(logits, input_ids, answer_mask)
+    lp, z = _scores(logits.float(), input_ids, answer_mask)
     for a, b in zip(ref_lp + ref_z, lp + z):
         assert b.dtype == torch.float64
         torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
