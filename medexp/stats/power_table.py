@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from medexp.stats import power as pw
+
 
 @dataclass(frozen=True)
 class PowerFormula:
@@ -24,6 +26,7 @@ ABOVE_CHANCE = "above_chance"
 AUC = "auc"
 SPEARMAN = "spearman"
 ONE_SAMPLE_T = "one_sample_t"
+MDE_POWER = 0.8  # the power at which a cell's logged MDE is stated
 
 _MCNEMAR = "accuracy difference (fraction; 0.05 = 5 accuracy points)"
 
@@ -73,3 +76,21 @@ def power_formula(kind: str) -> PowerFormula:
         raise NoPowerFormula(f"detector kind {kind!r} runs {BY_SIMULATION[kind]}: no closed power formula; "
                              "its MDE is by simulation, not yet available")
     raise NoPowerFormula(f"unknown detector kind {kind!r}; kinds with a formula: {sorted(POWER_FORMULAS)}")
+
+
+def detector_mde(kind: str, n: int, alpha: float, power: float = MDE_POWER, chance: float | None = None) -> float:
+    """The MDE of an answering detector kind at its n and alpha, in its formula's effect unit.
+
+    Paired accuracy uses var(D) at :func:`medexp.stats.power.paired_difference_variance`'s
+    defaults (accuracy 0.5, correlation 0.5), the assumptions ``python -m medexp.power`` states, so
+    a cell's logged MDE is the one that command printed before the run; above-chance tests need
+    the cell's ``chance`` rate."""
+    formula = power_formula(kind)
+    if formula.family == PAIRED_ACCURACY:
+        return pw.paired_accuracy_mde(n, alpha, power, pw.paired_difference_variance(), formula.sided)
+    if formula.family == ABOVE_CHANCE:
+        if chance is None:
+            raise ValueError(f"detector kind {kind!r} tests accuracy above chance: its MDE needs the chance rate")
+        return pw.above_chance_mde(n, chance, alpha, power, formula.sided)
+    raise NoPowerFormula(f"detector kind {kind!r} ({formula.family}) is not an answering detector's paired "
+                         "accuracy or above-chance test")
