@@ -10,7 +10,7 @@ form of the items buys.
 Its interval is a percentile bootstrap that resamples *images*, each with all of its items: items
 that share an image (VQA-RAD's and SLAKE's several questions per image) share whatever the model
 knows about that image, so they are not independent and an item bootstrap would be too narrow.
-Items without an image are their own cluster. When no two items share an image the resampling unit
+Items without an image are their own cluster; a single cluster has no interval (NaN). When no two items share an image the resampling unit
 is the item, and the result says so (``unit``). The draws are :func:`medexp.stats.bootstrap.cluster_bootstrap`'s,
 so one seed (the caller derives it from its cell) reproduces the interval exactly.
 """
@@ -70,9 +70,10 @@ def paired_inflation(first: Sequence[float], second: Sequence[float],
         return {"inflation": summed[:, 0] / summed[:, 1]}
 
     interval = cluster_bootstrap(totals, mean_difference, n_resamples, seed, confidence)["inflation"]
+    # one image resamples to itself: a zero-width interval would claim certainty the data cannot give
+    low, high = (interval.low, interval.high) if n_clusters > 1 else (float("nan"), float("nan"))
     unit = IMAGE if n_clusters < first.size else ITEM
-    return Inflation(interval.estimate, interval.low, interval.high, unit, n_clusters, int(first.size),
-                     n_resamples, confidence)
+    return Inflation(interval.estimate, low, high, unit, n_clusters, int(first.size), n_resamples, confidence)
 
 
 def _cluster_index(images, n: int) -> np.ndarray:
