@@ -11,8 +11,9 @@ ROUGE-L F1 over a threshold). Metrics, paired over the examples with both probes
 Phi, b and c, Wilson intervals; and, whatever the judgment, exact match (``em_original``,
 ``em_back``) and mean ROUGE-L F1 (``rouge_original``, ``rouge_back``, ``delta_rouge``; an
 unparsed reply scores 0); the inflation CR - PCR with its 95% interval clustered by image and
-the MDE (:func:`medexp.detectors.answer_arms.effect_size`). Only answered probes count: an error row (no reply) is neither right nor
-wrong, and a pair lacking an answer on either arm leaves every metric (``n_excluded_pairs``). ``n_skipped`` counts the
+the MDE (:func:`medexp.detectors.answer_arms.effect_size`). Only answered probes count: an error
+row (no reply) is neither right nor wrong, and a pair lacking an answer on either arm leaves every
+metric (``n_excluded_pairs``). ``n_skipped`` counts the
 examples that gave no probe (no keyword shared by the two texts, an unchanged back-translation).
 
 p-value: the exact one-sided McNemar test on b and c (the original wording is filled right more

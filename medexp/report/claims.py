@@ -98,8 +98,8 @@ class Claim:
                 f"'{NO_EVIDENCE}' when a selected cell has no finished run or lacks a value the rule reads")
         if self.effect is None:
             return rule
-        return (f"{rule}, '{UNDERPOWERED}' when a selected cell is not significant and its MDE exceeds the "
-                f"effect {self.effect:g}")
+        return (f"{rule}, '{UNDERPOWERED}' when the outcome turns on selected cells that are not significant "
+                f"and whose MDE exceeds the effect {self.effect:g}")
 
 
 def claim_from_config(node, file_id: str) -> Claim:

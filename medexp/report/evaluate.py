@@ -156,7 +156,8 @@ def evaluate_evidence(evidence: Evidence, index: CellIndex, effect: float | None
         decided = sum(check.met for check in checks if not check.underpowered)
         weak = sum(bool(check.underpowered) for check in checks)
         # the outcome with every underpowered cell meeting the condition, and with none meeting it
-        verdicts = {evidence.quantifier.holds(decided + weak, len(checks)), evidence.quantifier.holds(decided, len(checks))}
+        verdicts = {evidence.quantifier.holds(decided + weak, len(checks)),
+                    evidence.quantifier.holds(decided, len(checks))}
         if len(verdicts) == 2:
             outcome = Outcome.underpowered
         else:

@@ -10,9 +10,10 @@ form of the items buys.
 Its interval is a percentile bootstrap that resamples *images*, each with all of its items: items
 that share an image (VQA-RAD's and SLAKE's several questions per image) share whatever the model
 knows about that image, so they are not independent and an item bootstrap would be too narrow.
-Items without an image are their own cluster; a single cluster has no interval (NaN). When no two items share an image the resampling unit
-is the item, and the result says so (``unit``). The draws are :func:`medexp.stats.bootstrap.cluster_bootstrap`'s,
-so one seed (the caller derives it from its cell) reproduces the interval exactly.
+Items without an image are their own cluster; a single cluster has no interval (NaN). When no two
+items share an image the resampling unit is the item, and the result says so (``unit``). The
+draws are :func:`medexp.stats.bootstrap.cluster_bootstrap`'s, so one seed (the caller derives it
+from its cell) reproduces the interval exactly.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ def paired_inflation(first: Sequence[float], second: Sequence[float],
     first = np.asarray(first, dtype=np.float64)
     second = np.asarray(second, dtype=np.float64)
     if first.ndim != 1 or first.shape != second.shape or first.size == 0:
-        raise ValueError(f"first and second must be equally long non-empty vectors, got {first.shape} and {second.shape}")
+        raise ValueError(f"first and second must be equally long non-empty vectors, "
+                         f"got {first.shape} and {second.shape}")
     clusters = _cluster_index(images, first.size)
     n_clusters = int(clusters.max()) + 1
     totals = np.zeros((n_clusters, 2))

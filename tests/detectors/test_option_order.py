@@ -197,7 +197,8 @@ def test_inflation_with_its_image_clustered_interval_and_the_mde(hand):
     assert m["inflation"] == pytest.approx(m["cr"] - m["pcr"]) == pytest.approx(0.4)
     assert m["inflation_n_clusters"] == 1 and np.isnan(m["inflation_ci_low"]) and np.isnan(m["inflation_ci_high"])
     assert m["mde"] == pytest.approx(paired_accuracy_mde(5, 0.01, 0.8, 0.25, "one"))
-    examples = [replace(example, image=Path(f"images/{example.position // 2}.png")) for example in choice_examples(60, 3)]
+    examples = [replace(example, image=Path(f"images/{example.position // 2}.png"))
+                for example in choice_examples(60, 3)]
     probes = option_order_probes(examples, 3)
     table = answer_choices(probes.probes, lambda probe: 0.9 if probe.kind == "original" else 0.5, 3)
     result = option_order_detector(table, probe_facts(probes.probes, STRATA), option_order_config(strata=STRATA), 3)

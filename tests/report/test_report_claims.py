@@ -86,10 +86,11 @@ BAD_FILES = {
                       "statuses.fails must be a status word"),
     "reserved_status": (GOOD.format(id="reserved_status").replace("fails: collapses", "fails: no evidence"),
                         "reserves"),
-    "reserved_underpowered": (GOOD.format(id="reserved_underpowered").replace("fails: collapses", "fails: underpowered"),
-                              "reserves"),
+    "reserved_underpowered": (
+        GOOD.format(id="reserved_underpowered").replace("fails: collapses", "fails: underpowered"), "reserves"),
     "negative_effect": (GOOD.format(id="negative_effect") + "effect: -0.05\n", "effect must be a positive number"),
-    "text_effect": (GOOD.format(id="text_effect") + "effect: large\n", "Value .large. of type .str. could not be converted"),
+    "text_effect": (GOOD.format(id="text_effect") + "effect: large\n",
+                    "Value .large. of type .str. could not be converted"),
     "count_without_expect": (GOOD.format(id="count_without_expect").replace("    require", "    quantifier: at_least 9\n    require"),
                              "evidence 'release': quantifier 'at_least 9' counts cells: state how many"),
     "count_above_expect": (GOOD.format(id="count_above_expect").replace(
