@@ -35,7 +35,10 @@ import pandas as pd
 from medexp.answers.table import RESPONSE_COLUMNS, Status, check_response_table
 from medexp.benchmarks.skips import metric_name, reason_metrics
 from medexp.probes.choice import EXAMPLE_META
+from medexp.stats.bootstrap import N_RESAMPLES
+from medexp.stats.inflation import paired_inflation
 from medexp.stats.paired import mcnemar_exact, relabel_test, wilson_interval
+from medexp.stats.power_table import MDE_POWER, detector_mde
 
 MISSING_STRATUM = "(missing)"
 
@@ -47,6 +50,7 @@ def probe_facts(probes: Iterable, strata: Sequence[str] = ()) -> pd.DataFrame:
         meta = probe.meta.get(EXAMPLE_META, {})
         rows.append({
             "probe_id": probe.probe_id,
+            "image": str(probe.image) if probe.image is not None else None,  # the inflation's resampling cluster
             "variant": probe.meta.get("variant"),
             "options": tuple(probe.options) if probe.options is not None else None,
             "n_options": probe.meta.get("n_options", len(probe.options) if probe.options is not None else None),
@@ -54,7 +58,7 @@ def probe_facts(probes: Iterable, strata: Sequence[str] = ()) -> pd.DataFrame:
             "masked_word": probe.meta.get("masked_word"),
             **{f"stratum.{name}": _stratum(meta.get(name)) for name in strata},
         })
-    columns = ["probe_id", "variant", "options", "n_options", "gold_text", "masked_word",
+    columns = ["probe_id", "image", "variant", "options", "n_options", "gold_text", "masked_word",
                *(f"stratum.{name}" for name in strata)]
     return pd.DataFrame(rows, columns=columns)
 
@@ -150,6 +154,30 @@ def paired_statistics(pairs_: Pairs, n_permutations: int, seed: int, ci_level: f
             "phi": float(np.mean(x * (1.0 - y))), "b": float(b), "c": float(c), "p_value": float(p_value),
             "n_pairs": float(pairs_.n), "cr_ci_low": cr.low, "cr_ci_high": cr.high,
             "pcr_ci_low": pcr.low, "pcr_ci_high": pcr.high}
+
+
+def example_images(table: pd.DataFrame, kind: str, example_ids: Sequence[str]) -> list[str | None]:
+    """The image of each example's ``kind`` probe (None without one): the inflation's clusters."""
+    images = table[table["kind"] == kind].drop_duplicates("example_id").set_index("example_id")["image"]
+    return [images.get(example) for example in example_ids]
+
+
+def effect_size(kind: str, first: np.ndarray, second: np.ndarray, images: Sequence[str | None], alpha: float,
+                seed: int, ci_level: float, n_resamples: int = N_RESAMPLES,
+                chance: float | None = None) -> tuple[dict[str, float], pd.DataFrame]:
+    """How large the effect is and how small one the cell could see: ``inflation`` = mean(first -
+    second) with its bootstrap interval over the items' images (:func:`medexp.stats.inflation.paired_inflation`)
+    and ``mde``, the detector ``kind``'s minimum detectable effect at this n and ``alpha`` with
+    power 0.8; and the one-row ``effect`` table that states the resampling unit."""
+    inflation = paired_inflation(first, second, images, n_resamples, seed, ci_level)
+    mde = detector_mde(kind, inflation.n_items, alpha, chance=chance)
+    table = pd.DataFrame([{
+        "inflation": inflation.estimate, "ci_low": inflation.low, "ci_high": inflation.high,
+        "confidence": inflation.confidence, "resampling_unit": inflation.unit, "resampling": inflation.resampling,
+        "n_clusters": inflation.n_clusters, "n_items": inflation.n_items, "n_resamples": inflation.n_resamples,
+        "mde": mde, "mde_power": MDE_POWER, "alpha": alpha,
+    }])
+    return {**inflation.metrics(), "mde": mde}, table
 
 
 def pair_frame(table: pd.DataFrame, first_kind: str, second_kind: str, strata: Sequence[str]) -> pd.DataFrame:

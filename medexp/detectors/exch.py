@@ -13,6 +13,7 @@ import pandas as pd
 
 from medexp.detectors.base import DetectorResult
 from medexp.stats import shard_exchangeability_test
+from medexp.stats.power_table import detector_mde
 
 
 def exch_detector(shard_scores: pd.DataFrame, cfg, n_examples: int) -> DetectorResult:
@@ -37,6 +38,7 @@ def exch_detector(shard_scores: pd.DataFrame, cfg, n_examples: int) -> DetectorR
         "n_permutations": float(permuted.shape[1]),
         "n_examples": float(n_examples),
         "flag": float(test.p_value < cfg.alpha),
+        "mde": detector_mde("exch", len(canonical), cfg.alpha),  # Cohen's d of the shard differences, power 0.8
     }
     return DetectorResult(metrics, table, "per_shard", {"shard_differences": _figure(table, test.p_value)})
 

@@ -13,6 +13,7 @@ import pandas as pd
 
 from medexp.detectors.base import DetectorResult
 from medexp.stats import rank_exchangeability
+from medexp.stats.power_table import detector_mde
 
 
 def exch_rank_detector(example_scores: pd.DataFrame, cfg, seed: int) -> DetectorResult:
@@ -30,6 +31,7 @@ def exch_rank_detector(example_scores: pd.DataFrame, cfg, seed: int) -> Detector
         "permutation_seed": float(seed),
         "n_examples": float(loglik.size),
         "flag": float(test.p_value < cfg.alpha),
+        "mde": detector_mde("exch_rank", loglik.size, cfg.alpha),  # Spearman's rho detected with power 0.8
     }
     table = example_scores[["example_id", "position", "n_answer_tokens", "sum_logprob", "mean_logprob"]].copy()
     table["order_index"] = np.arange(len(table))

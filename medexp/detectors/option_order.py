@@ -8,7 +8,9 @@ memorised the benchmark with its canonical option order loses accuracy when the 
 Metrics (paired over the examples with both arms, :mod:`medexp.detectors.answer_arms`): CR
 (accuracy on the original probes), PCR (on the shuffled ones), Delta = PCR - CR, Phi (right
 before and wrong after, over the examples), the discordant counts b and c, Wilson intervals
-(unit: probe). Only answered probes count: an error row (no reply) is neither right nor wrong, and a
+(unit: probe), the inflation CR - PCR with its 95% interval clustered by image and the MDE
+(:func:`medexp.detectors.answer_arms.effect_size`; the ``effect`` table states the resampling unit).
+Only answered probes count: an error row (no reply) is neither right nor wrong, and a
 pair lacking an answer on either arm leaves the test (``n_excluded_pairs``).
 
 p-value: one-sided, "the canonical order is answered right more often than a shuffle". With one
@@ -34,9 +36,12 @@ import pandas as pd
 from medexp.answers.table import Status
 from medexp.benchmarks.options import LETTERS
 from medexp.detectors.answer_arms import (
+    effect_size,
+    example_images,
     joined,
     pair_frame,
     paired_metrics,
+    pairs,
     proportion_bars,
     skipped_metrics,
     skipped_table,
@@ -74,6 +79,11 @@ def option_order_detector(responses: pd.DataFrame, facts: pd.DataFrame, cfg, see
     originals = table[(table["kind"] == ORIGINAL) & table["example_id"].isin(used)]
     letters = letter_table(table)
     shuffled = table[table["kind"] == OPTION_SHUFFLE]
+    answered = pairs(table, ORIGINAL, OPTION_SHUFFLE)
+    effect, effect_table = effect_size(
+        "option_order", answered.first, answered.second_means(), example_images(table, ORIGINAL, answered.example_ids),
+        cfg.alpha, derive_seed(seed, "option_order", "inflation"), cfg.ci_level)
+    metrics.update(effect)
     metrics.update({
         "statistic": metrics["delta"],
         "n_examples": metrics["n_pairs"],
@@ -91,6 +101,7 @@ def option_order_detector(responses: pd.DataFrame, facts: pd.DataFrame, cfg, see
         "strata": strata_table(table, ORIGINAL, OPTION_SHUFFLE, cfg.strata, cfg.n_permutations, test_seed,
                                cfg.ci_level),
         "letters": letters,
+        "effect": effect_table,
         "skipped": skipped_table(skipped),
     }
     return DetectorResult(metrics, per_example, "per_example", {"option_order": _figure(metrics, letters)}, tables)

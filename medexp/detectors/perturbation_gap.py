@@ -15,6 +15,10 @@ is no answer, so its pair leaves every metric and is counted in ``n_excluded_pai
   exact one-sided McNemar test of b against Binomial(b + c, 1/2);
 * ``gap_ci_low``/``gap_ci_high``: percentile bootstrap interval of the gap, resampling *pairs*
   (an original travels with its twin, so the interval keeps their correlation);
+* ``inflation`` (the gap again) with ``inflation_ci_low``/``inflation_ci_high`` resampling the
+  originals' *images* (items sharing an image travel together; the ``effect`` table states the
+  unit and its count), and ``mde``, the McNemar test's minimum detectable gap at n pairs, alpha
+  and power 0.8 (:func:`medexp.detectors.answer_arms.effect_size`);
 * per-stratum accuracies, gaps and McNemar p-values (the ``strata`` table);
 * with ``reference_models`` (clean models asked the same probes): ``reference_gap.<name>``,
   their mean ``reference_gap``, and ``gap_difference`` = gap - reference_gap with its bootstrap
@@ -43,6 +47,8 @@ import pandas as pd
 from medexp.benchmarks.skips import reason_metrics
 from medexp.detectors.answer_arms import (
     Pairs,
+    effect_size,
+    example_images,
     joined,
     pair_frame,
     paired_statistics,
@@ -92,6 +98,10 @@ def perturbation_gap_detector(responses: pd.DataFrame, facts: pd.DataFrame, cfg,
     outcomes = _outcomes(model_pairs)
     gap = _bootstrap_mean_difference(outcomes, cfg, derive_seed(seed, "perturbation_gap", "bootstrap"))
     metrics.update({"gap": gap["estimate"], "gap_ci_low": gap["low"], "gap_ci_high": gap["high"]})
+    effect, effect_table = effect_size(
+        "perturbation_gap", outcomes[:, 0], outcomes[:, 1], example_images(table, ORIGINAL, model_pairs.example_ids),
+        cfg.alpha, derive_seed(seed, "perturbation_gap", "inflation"), cfg.ci_level, cfg.n_resamples)
+    metrics.update(effect)
     per_pair = pair_frame(table, ORIGINAL, PERTURBED_TWIN, cfg.strata).rename(columns=_PAIR_COLUMNS)
     per_pair = per_pair.drop(columns=["n_second"])
     per_pair.insert(1, "twin_example_id", per_pair["example_id"].map(dict(twin_ids or {})))
@@ -113,6 +123,7 @@ def perturbation_gap_detector(responses: pd.DataFrame, facts: pd.DataFrame, cfg,
     tables = {
         "per_probe": table.assign(options=table["options"].map(lambda o: " | ".join(o) if isinstance(o, tuple) else None)),
         "strata": strata,
+        "effect": effect_table,
         "skipped": skipped_table(skipped),
         "unpaired": pd.DataFrame(list(unpaired), columns=["example_id", "reason"]),
     }

@@ -10,8 +10,10 @@ ROUGE-L F1 over a threshold). Metrics, paired over the examples with both probes
 (:mod:`medexp.detectors.answer_arms`): CR (original), PCR (back-translated), Delta = PCR - CR,
 Phi, b and c, Wilson intervals; and, whatever the judgment, exact match (``em_original``,
 ``em_back``) and mean ROUGE-L F1 (``rouge_original``, ``rouge_back``, ``delta_rouge``; an
-unparsed reply scores 0). Only answered probes count: an error row (no reply) is neither right nor
-wrong, and a pair lacking an answer on either arm leaves every metric (``n_excluded_pairs``). ``n_skipped`` counts the
+unparsed reply scores 0); the inflation CR - PCR with its 95% interval clustered by image and
+the MDE (:func:`medexp.detectors.answer_arms.effect_size`). Only answered probes count: an error
+row (no reply) is neither right nor wrong, and a pair lacking an answer on either arm leaves every
+metric (``n_excluded_pairs``). ``n_skipped`` counts the
 examples that gave no probe (no keyword shared by the two texts, an unchanged back-translation).
 
 p-value: the exact one-sided McNemar test on b and c (the original wording is filled right more
@@ -29,9 +31,12 @@ import pandas as pd
 from medexp.answers.parse import exact_match, rouge_l
 from medexp.answers.table import Status
 from medexp.detectors.answer_arms import (
+    effect_size,
+    example_images,
     joined,
     pair_frame,
     paired_metrics,
+    pairs,
     proportion_bars,
     skipped_metrics,
     skipped_table,
@@ -39,6 +44,7 @@ from medexp.detectors.answer_arms import (
     strata_table,
 )
 from medexp.detectors.base import DetectorResult
+from medexp.hashing import derive_seed
 from medexp.probes.slots import BACK_TRANSLATION, SLOT_MASK
 
 ARMS = ((SLOT_MASK, "original"), (BACK_TRANSLATION, "back"))
@@ -67,6 +73,11 @@ def slot_guess_detector(responses: pd.DataFrame, facts: pd.DataFrame, cfg, seed:
         metrics[f"em_{name}"] = float(arm["exact"].mean())
         metrics[f"rouge_{name}"] = float(arm["rouge_l"].mean())
     metrics.update(skipped_metrics(skipped))
+    answered = pairs(table, SLOT_MASK, BACK_TRANSLATION)
+    effect, effect_table = effect_size(
+        "slot_guess", answered.first, answered.second_means(), example_images(table, SLOT_MASK, answered.example_ids),
+        cfg.alpha, derive_seed(seed, "slot_guess", "inflation"), cfg.ci_level)
+    metrics.update(effect)
     metrics.update({
         "delta_em": metrics["em_back"] - metrics["em_original"],
         "delta_rouge": metrics["rouge_back"] - metrics["rouge_original"],
@@ -81,6 +92,7 @@ def slot_guess_detector(responses: pd.DataFrame, facts: pd.DataFrame, cfg, seed:
         "per_probe": table.drop(columns=["options"]),
         "strata": strata_table(table, SLOT_MASK, BACK_TRANSLATION, cfg.strata, 1, seed, cfg.ci_level),
         "masked_words": _word_table(per_example[per_example["paired"]], words),
+        "effect": effect_table,
         "skipped": skipped_table(skipped),
     }
     return DetectorResult(metrics, per_example, "per_example", {"slot_guess": _figure(metrics)}, tables)

@@ -16,6 +16,10 @@ an error row (no reply) is neither right nor wrong nor a refusal; the accuracies
 chance rate are over the answered text-only probes (``n_text_only``), the paired comparison over
 the examples answered in both arms.
 
+``inflation`` = acc_text_only - chance_rate (each answered probe's outcome minus its chance rate)
+with its 95% interval clustered by the example's image, and ``mde``, the accuracy above chance
+the test detects at power 0.8 (:func:`medexp.detectors.answer_arms.effect_size`).
+
 p-value: the exact one-sided test that more text-only probes are right than chance would give,
 each probe with its own chance rate (Poisson-binomial tail; the binomial test when every rate is
 the same). The refusal option never counts as a chance answer: a guesser that never abstains is
@@ -46,6 +50,8 @@ from medexp.answers.table import Status
 from medexp.benchmarks.options import LETTERS, normalise
 from medexp.config.schemas.mmdetect import ChanceModel
 from medexp.detectors.answer_arms import (
+    effect_size,
+    example_images,
     joined,
     pair_frame,
     paired_metrics,
@@ -55,6 +61,7 @@ from medexp.detectors.answer_arms import (
     status_counts,
 )
 from medexp.detectors.base import DetectorResult
+from medexp.hashing import derive_seed
 from medexp.probes.choice import ORIGINAL, TEXT_ONLY
 from medexp.stats.paired import accuracy_above_chances, wilson_interval
 
@@ -71,6 +78,12 @@ def text_only_detector(responses: pd.DataFrame, facts: pd.DataFrame, cfg, seed: 
     if answered.empty:
         raise ValueError(f"text_only: none of the {len(text)} text-only probes was answered")
     metrics = _chance_metrics(answered, cfg.ci_level)
+    # the text-only probe has no image: the cluster is its example's (the original probe's) image
+    effect, effect_table = effect_size(
+        "text_only", answered["correct"].to_numpy(dtype=np.float64), answered["chance"].to_numpy(dtype=np.float64),
+        example_images(table, ORIGINAL, list(answered["example_id"])), cfg.alpha,
+        derive_seed(seed, "text_only", "inflation"), cfg.ci_level, chance=metrics["chance_rate"])
+    metrics.update(effect)
     paired = paired_metrics(table, ORIGINAL, TEXT_ONLY, 1, seed, cfg.ci_level)
     metrics.update({
         "acc_image": paired["cr"], "image_delta": paired["delta"], "image_b": paired["b"], "image_c": paired["c"],
@@ -95,6 +108,7 @@ def text_only_detector(responses: pd.DataFrame, facts: pd.DataFrame, cfg, seed: 
         "per_probe": table.drop(columns=["options"]),
         "strata": _strata(answered, cfg.strata, cfg.ci_level),
         "chance_groups": groups,
+        "effect": effect_table,
         "skipped": skipped_table(skipped),
     }
     return DetectorResult(metrics, per_example, "per_example", {"text_only": _figure(metrics)}, tables)

@@ -11,6 +11,7 @@ selections name cells, the conditions parse into the allowed language, names are
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Iterator, Sequence
@@ -22,6 +23,7 @@ AXES = ("model", "bench", "detector", "control")
 ANY = "*"
 PATTERN_CHARACTERS = frozenset("*?[")  # a selected name holding one of them is a glob pattern (fnmatch)
 NO_EVIDENCE = "no evidence"  # the status of a claim whose evidence is incomplete (reserved word)
+UNDERPOWERED = "underpowered"  # the status of a claim a selected cell could not have shown (reserved word)
 GROUP = "claims"
 
 
@@ -89,10 +91,15 @@ class Claim:
     holds: str  # status word when every evidence item holds
     fails: str  # status word otherwise
     manual_review: str | None = None
+    effect: float | None = None  # the effect the claim names, in the cells' mde unit
 
     def describe(self) -> str:
-        return (f"'{self.holds}' when every evidence item holds, '{self.fails}' when one does not, "
+        rule = (f"'{self.holds}' when every evidence item holds, '{self.fails}' when one does not, "
                 f"'{NO_EVIDENCE}' when a selected cell has no finished run or lacks a value the rule reads")
+        if self.effect is None:
+            return rule
+        return (f"{rule}, '{UNDERPOWERED}' when the outcome turns on selected cells that are not significant "
+                f"and whose MDE exceeds the effect {self.effect:g}")
 
 
 def claim_from_config(node, file_id: str) -> Claim:
@@ -113,10 +120,14 @@ def claim_from_config(node, file_id: str) -> Claim:
         word = statuses.get(key)
         if not _given(word):
             raise ClaimError(f"{where}: statuses.{key} must be a status word (e.g. survives, collapses)")
-        if str(word).strip() == NO_EVIDENCE:
-            raise ClaimError(f"{where}: statuses.{key} may not be {NO_EVIDENCE!r}, which the report reserves")
+        if str(word).strip() in (NO_EVIDENCE, UNDERPOWERED):
+            raise ClaimError(f"{where}: statuses.{key} may not be {str(word).strip()!r}, which the report reserves")
     if not data["evidence"]:
         raise ClaimError(f"{where}: 'evidence' lists no items")
+    effect = data.get("effect")
+    if effect is not None and not (math.isfinite(effect) and effect > 0):
+        raise ClaimError(f"{where}: effect must be a positive number in the cells' mde unit "
+                         f"(0.05 = 5 accuracy points), got {effect}")
     evidence = tuple(_evidence(item, where) for item in data["evidence"])
     names = [item.name for item in evidence]
     repeated = sorted({name for name in names if names.count(name) > 1})
@@ -130,6 +141,7 @@ def claim_from_config(node, file_id: str) -> Claim:
         holds=str(statuses["holds"]).strip(),
         fails=str(statuses["fails"]).strip(),
         manual_review=" ".join(str(data["manual_review"]).split()) if data.get("manual_review") else None,
+        effect=None if effect is None else float(effect),
     )
 
 

@@ -28,7 +28,7 @@ class Strong:
 @dataclass(frozen=True)
 class Status:
     word: str
-    outcome: str  # holds, fails or no evidence: the HTML colour
+    outcome: str  # holds, fails, no evidence or underpowered: the HTML colour
 
 
 @dataclass(frozen=True)
@@ -169,6 +169,7 @@ code {{ background: #f5f5f5; padding: 0 0.2rem; }}
 .status.holds {{ color: #1a7f37; }}
 .status.fails {{ color: #b3261e; }}
 .status.no-evidence {{ color: #8a6d00; }}
+.status.underpowered {{ color: #8a6d00; }}
 figure img {{ max-width: 100%; }}
 figcaption {{ font-style: italic; font-size: 0.9rem; }}
 </style>

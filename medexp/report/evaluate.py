@@ -9,6 +9,13 @@ a value the condition reads (or holds NaN), or when the item states ``expect`` a
 finished cells it selects differs (the runs of those cells that did not finish are named). A
 claim takes its ``holds`` word when every item holds, its ``fails`` word when all items have
 evidence and one fails, and "no evidence" when any item lacks evidence.
+
+A claim that names an ``effect`` adds "underpowered": a selected cell that is not significant
+(``flag`` 0) and whose ``mde`` (its minimum detectable effect at power 0.8) exceeds the effect
+could not have shown it, so its verdict is no evidence either way. An item is underpowered when
+its outcome turns on such cells (counted as meeting the condition it holds, counted as not it
+fails, or the reverse); a claim is underpowered when none of its items fails or lacks evidence
+and one is underpowered, and its status names the largest MDE: "underpowered (MDE x > effect y)".
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from enum import Enum
 from typing import Sequence
 
 from medexp.report.cells import CellIndex, CellRun
-from medexp.report.claims import ANY, AXES, NO_EVIDENCE, Claim, Evidence
+from medexp.report.claims import ANY, AXES, NO_EVIDENCE, UNDERPOWERED, Claim, Evidence
 from medexp.report.conditions import percentile_key, percentile_ranks
 from medexp.cell import Cell
 
@@ -28,6 +35,7 @@ class Outcome(str, Enum):
     holds = "holds"
     fails = "fails"
     no_evidence = NO_EVIDENCE
+    underpowered = UNDERPOWERED
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,7 @@ class CellCheck:
     cell: CellRun
     values: dict[str, float]
     met: bool
+    underpowered: str | None = None  # "underpowered (MDE x > effect y)" when it could not show the claim's effect
 
 
 @dataclass(frozen=True)
@@ -60,6 +69,12 @@ class EvidenceResult:
         """How many checked cells meet the condition."""
         return sum(check.met for check in self.checks)
 
+    @property
+    def weakest(self) -> CellCheck | None:
+        """The underpowered cell with the largest MDE, if any."""
+        weak = [check for check in self.checks if check.underpowered]
+        return max(weak, key=lambda check: check.cell.values["mde"]) if weak else None
+
 
 @dataclass(frozen=True)
 class ClaimResult:
@@ -69,7 +84,10 @@ class ClaimResult:
 
     @property
     def status(self) -> str:
-        """The word the report prints: the claim's own words, or "no evidence"."""
+        """The word the report prints: the claim's own words, "no evidence" or "underpowered (MDE x > effect y)"."""
+        if self.outcome is Outcome.underpowered:
+            weakest = [item.weakest for item in self.items if item.outcome is Outcome.underpowered]
+            return max(weakest, key=lambda check: check.cell.values["mde"]).underpowered
         return {Outcome.holds: self.claim.holds, Outcome.fails: self.claim.fails}.get(self.outcome, NO_EVIDENCE)
 
 
@@ -78,16 +96,25 @@ def evaluate_claims(claims: Sequence[Claim], index: CellIndex) -> list[ClaimResu
 
 
 def evaluate_claim(claim: Claim, index: CellIndex) -> ClaimResult:
-    items = tuple(evaluate_evidence(evidence, index) for evidence in claim.evidence)
+    items = tuple(evaluate_evidence(evidence, index, claim.effect) for evidence in claim.evidence)
     outcomes = {item.outcome for item in items}
-    if Outcome.no_evidence in outcomes:
-        outcome = Outcome.no_evidence
-    else:
-        outcome = Outcome.fails if Outcome.fails in outcomes else Outcome.holds
-    return ClaimResult(claim, items, outcome)
+    # a decided failure outweighs an underpowered item: the claim cannot hold whatever more power shows
+    for outcome in (Outcome.no_evidence, Outcome.fails, Outcome.underpowered):
+        if outcome in outcomes:
+            return ClaimResult(claim, items, outcome)
+    return ClaimResult(claim, items, Outcome.holds)
 
 
-def evaluate_evidence(evidence: Evidence, index: CellIndex) -> EvidenceResult:
+def underpowered(values, effect: float | None) -> str | None:
+    """"underpowered (MDE x > effect y)" for a cell that is not significant and whose MDE exceeds
+    ``effect``; None otherwise (no effect named, no mde logged, or a significant cell)."""
+    mde, flag = values.get("mde", math.nan), values.get("flag", math.nan)
+    if effect is None or not math.isfinite(mde) or flag != 0 or mde <= effect:
+        return None
+    return f"{UNDERPOWERED} (MDE {mde:.3g} > effect {effect:g})"
+
+
+def evaluate_evidence(evidence: Evidence, index: CellIndex, effect: float | None = None) -> EvidenceResult:
     missing: list[MissingCell] = []
     condition = evidence.condition
     seen: set[str] = set()  # overlapping patterns select a cell once
@@ -118,15 +145,23 @@ def evaluate_evidence(evidence: Evidence, index: CellIndex) -> EvidenceResult:
         for name in sorted(condition.ranked) if usable else ():
             for (_, values), share in zip(usable, percentile_ranks([values[name] for _, values in usable])):
                 values[percentile_key(name)] = share
-    checks = [CellCheck(cell, values, condition.holds(values)) for cell, values in usable]
+    checks = [CellCheck(cell, values, condition.holds(values), underpowered(cell.values, effect))
+              for cell, values in usable]
     if evidence.expect is not None and len(seen) != evidence.expect:
         named = {attempt.run_id for entry in missing for attempt in entry.attempts}
         missing.append(_unexpected_count(evidence, index, len(seen), named))
     if missing:
         outcome = Outcome.no_evidence
     else:
-        met = sum(check.met for check in checks)
-        outcome = Outcome.holds if evidence.quantifier.holds(met, len(checks)) else Outcome.fails
+        decided = sum(check.met for check in checks if not check.underpowered)
+        weak = sum(bool(check.underpowered) for check in checks)
+        # the outcome with every underpowered cell meeting the condition, and with none meeting it
+        verdicts = {evidence.quantifier.holds(decided + weak, len(checks)),
+                    evidence.quantifier.holds(decided, len(checks))}
+        if len(verdicts) == 2:
+            outcome = Outcome.underpowered
+        else:
+            outcome = Outcome.holds if verdicts.pop() else Outcome.fails
     return EvidenceResult(evidence, tuple(checks), tuple(missing), outcome)
 
 

@@ -10,7 +10,7 @@ from typing import Sequence
 from medexp.report.artefacts import ALPHA_SWEEP_VALUES
 from medexp.report.cells import CellIndex
 from medexp.report.document import Block, Bullets, Code, Heading, Image, Link, Paragraph, Status, Strong, Table
-from medexp.report.evaluate import ClaimResult, EvidenceResult, status_counts
+from medexp.report.evaluate import ClaimResult, EvidenceResult, Outcome, status_counts
 from medexp.report.figures import ReportFigure
 from medexp.report.replicates import CONFIDENCE, UNIT, Rate, ReplicateRow, seed_ranges
 
@@ -81,7 +81,7 @@ def _claim_blocks(result: ClaimResult) -> list[Block]:
 def _evidence_blocks(item: EvidenceResult) -> list[Block]:
     evidence = item.evidence
     blocks: list[Block] = [
-        Heading(4, f"evidence {evidence.name}: {item.outcome.value}"),
+        Heading(4, f"evidence {evidence.name}: {_outcome_text(item)}"),
         Paragraph(["Rule: ", *_rule_text(item)]),
     ]
     if item.checks:
@@ -89,7 +89,7 @@ def _evidence_blocks(item: EvidenceResult) -> list[Block]:
         names = sorted(evidence.condition.names)
         blocks.append(Table(["cell", "run", *names, "meets the rule"], [
             [[Code(check.cell.key)], [Code(check.cell.run_id)], *([_number(check.values[name])] for name in names),
-             ["yes" if check.met else "no"]]
+             ["yes" if check.met else "no", *([f"; {check.underpowered}"] if check.underpowered else [])]]
             for check in item.checks
         ]))
     if item.missing:
@@ -109,6 +109,13 @@ def _rule_text(item: EvidenceResult) -> list:
     evidence = item.evidence
     return [Code(evidence.condition.text),
             f" holds on {evidence.quantifier.describe(evidence.expect)} ({evidence.selection.describe()})."]
+
+
+def _outcome_text(item: EvidenceResult) -> str:
+    """The item's outcome; an underpowered one names its largest MDE against the claim's effect."""
+    if item.outcome is Outcome.underpowered:
+        return item.weakest.underpowered
+    return item.outcome.value
 
 
 def _count_text(item: EvidenceResult) -> str:
@@ -240,7 +247,7 @@ def _latex_evidence(item: EvidenceResult) -> str:
     cells = [f"{check.cell.model}/{check.cell.bench}/{check.cell.detector}/{check.cell.control} "
              f"({check.cell.run_id[:8]})" for check in item.checks]
     cells += [f"missing {missing.cell_key.replace(',', '/')}" for missing in item.missing]
-    outcome = f"{item.outcome.value}; {_count_text(item)} the condition" if item.checks else item.outcome.value
+    outcome = f"{_outcome_text(item)}; {_count_text(item)} the condition" if item.checks else _outcome_text(item)
     return f"\\emph{{{_latex(item.evidence.name)}}} ({_latex(outcome)}): {_latex(', '.join(cells))}"
 
 

@@ -7,7 +7,10 @@ The formulas are :mod:`medexp.stats.power`'s. A detector's alpha comes from its 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+from medexp.stats import power as pw
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,8 @@ ABOVE_CHANCE = "above_chance"
 AUC = "auc"
 SPEARMAN = "spearman"
 ONE_SAMPLE_T = "one_sample_t"
+MDE_POWER = 0.8  # the power at which a cell's logged MDE is stated
+_SMALLEST_N = {SPEARMAN: 4, ONE_SAMPLE_T: 2}  # Fisher's z needs n - 3 > 0; a t-test two values
 
 _MCNEMAR = "accuracy difference (fraction; 0.05 = 5 accuracy points)"
 
@@ -73,3 +78,33 @@ def power_formula(kind: str) -> PowerFormula:
         raise NoPowerFormula(f"detector kind {kind!r} runs {BY_SIMULATION[kind]}: no closed power formula; "
                              "its MDE is by simulation, not yet available")
     raise NoPowerFormula(f"unknown detector kind {kind!r}; kinds with a formula: {sorted(POWER_FORMULAS)}")
+
+
+def detector_mde(kind: str, n: int, alpha: float, power: float = MDE_POWER, chance: float | None = None,
+                 n_negative: int | None = None) -> float:
+    """The MDE of a detector kind at a cell's n and alpha, in its formula's effect unit.
+
+    ``n`` is what the formula's ``n_unit`` counts (members for an AUC, whose non-members are
+    ``n_negative``). Paired accuracy uses var(D) at :func:`medexp.stats.power.paired_difference_variance`'s
+    defaults (accuracy 0.5, correlation 0.5), the assumptions ``python -m medexp.power`` states, so
+    a cell's logged MDE is the one that command printed before the run; above-chance tests need
+    the cell's ``chance`` rate. NaN where n is below what the formula needs."""
+    formula = power_formula(kind)
+    if n < _SMALLEST_N.get(formula.family, 1) or (n_negative is not None and n_negative < 1) \
+            or (chance is not None and not 0 < chance < 1):
+        return math.nan  # too few units (or a certain chance rate) for the formula: a cell never fails for it
+    if formula.family == PAIRED_ACCURACY:
+        return pw.paired_accuracy_mde(n, alpha, power, pw.paired_difference_variance(), formula.sided)
+    if formula.family == ABOVE_CHANCE:
+        if chance is None:
+            raise ValueError(f"detector kind {kind!r} tests accuracy above chance: its MDE needs the chance rate")
+        return pw.above_chance_mde(n, chance, alpha, power, formula.sided)
+    if formula.family == AUC:
+        if n_negative is None:
+            raise ValueError(f"detector kind {kind!r} tests an AUC: its MDE needs the non-members (n_negative)")
+        return pw.auc_mde(n, n_negative, alpha, power, formula.sided)
+    if formula.family == SPEARMAN:
+        return pw.spearman_mde(n, alpha, power, formula.sided)
+    if formula.family == ONE_SAMPLE_T:
+        return pw.one_sample_t_mde(n, alpha, power, formula.sided)
+    raise NotImplementedError(f"no MDE for formula family {formula.family!r}")

@@ -11,6 +11,7 @@ from sklearn.metrics import roc_auc_score
 from medexp.config.schemas import LiraVariance, MembershipAttack
 from medexp.detectors import membership_detector
 from medexp.detectors.membership import attack_scores, logit_confidence
+from medexp.stats.power import auc_mde
 from tests.detectors.differential_tables import drawn, losses, membership_config
 
 MEMBER = [True, True, True, False, False, False]
@@ -78,6 +79,8 @@ def test_metrics_against_scikit_learn(table):
     assert result.metrics["statistic"] == pytest.approx(8 / 9)
     assert result.metrics["p_value"] == pytest.approx(result.metrics["mx_p_value"])
     assert result.metrics["fpr_resolution"] == pytest.approx(1 / 3)
+    # the AUC above 0.5 detectable with power 0.8 from three members and three non-members
+    assert result.metrics["mde"] == pytest.approx(auc_mde(3, 3, membership_config().alpha))
     attacks = result.table.set_index("attack")
     assert attacks.loc["mx", "auc_ci_low"] <= 8 / 9 <= attacks.loc["mx", "auc_ci_high"]
     # TPR at FPR 1%: below the 1/3 step, so the TPR with no false positive: members above 0.1 -> 2 of 3

@@ -5,6 +5,7 @@ memory."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from medexp.benchmarks.options import LETTERS
 from medexp.detectors.answer_arms import pairs, paired_statistics, probe_facts, joined
 from medexp.detectors.option_order import option_order_detector
 from medexp.probes.choice import option_order_probes
+from medexp.stats.power import paired_accuracy_mde
 from tests.detectors.mmdetect_tables import answer_choices, choice_examples, option_order_config
 
 STRATA = ["answer_type", "content_type"]
@@ -186,3 +188,26 @@ def test_a_table_without_shuffled_probes_is_refused():
     table = response_table([reply(p, "right") for p in originals], [p.probe_id for p in originals])
     with pytest.raises(ValueError, match=r"no \['option_shuffle'\] probes"):
         option_order_detector(table, probe_facts(originals), option_order_config(), seed=0)
+
+
+def test_inflation_with_its_image_clustered_interval_and_the_mde(hand):
+    """The four effect metrics: inflation = CR - PCR; all six hand examples share x.png, so one
+    cluster and no interval; two questions per image give half as many clusters as pairs."""
+    m = hand.metrics
+    assert m["inflation"] == pytest.approx(m["cr"] - m["pcr"]) == pytest.approx(0.4)
+    assert m["inflation_n_clusters"] == 1 and np.isnan(m["inflation_ci_low"]) and np.isnan(m["inflation_ci_high"])
+    assert m["mde"] == pytest.approx(paired_accuracy_mde(5, 0.01, 0.8, 0.25, "one"))
+    examples = [replace(example, image=Path(f"images/{example.position // 2}.png"))
+                for example in choice_examples(60, 3)]
+    probes = option_order_probes(examples, 3)
+    table = answer_choices(probes.probes, lambda probe: 0.9 if probe.kind == "original" else 0.5, 3)
+    result = option_order_detector(table, probe_facts(probes.probes, STRATA), option_order_config(strata=STRATA), 3)
+    m = result.metrics
+    assert m["inflation"] == pytest.approx(m["cr"] - m["pcr"]) and m["inflation"] > 0
+    assert m["inflation_ci_low"] < m["inflation"] < m["inflation_ci_high"]
+    assert m["mde"] == pytest.approx(paired_accuracy_mde(int(m["n_pairs"]), 0.01, 0.8, 0.25, "one"))
+    effect = result.extra_tables["effect"].iloc[0]
+    assert (effect["resampling_unit"], effect["n_clusters"], effect["n_items"]) == ("image", 30, m["n_pairs"])
+    assert m["inflation_n_clusters"] == 30
+    assert option_order_detector(table, probe_facts(probes.probes, STRATA), option_order_config(strata=STRATA),
+                                 3).metrics["inflation_ci_low"] == m["inflation_ci_low"]  # seeded from the cell

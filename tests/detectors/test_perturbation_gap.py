@@ -4,6 +4,8 @@ clean reference models when the twin set is harder for everyone."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -14,6 +16,7 @@ from medexp.benchmarks.base import Example
 from medexp.detectors.answer_arms import probe_facts
 from medexp.detectors.perturbation_gap import perturbation_gap_detector
 from medexp.probes.twins import twin_probes
+from medexp.stats.power import paired_accuracy_mde
 
 OPTIONS = ("left", "right", "both", "neither")
 
@@ -170,3 +173,25 @@ def test_errors_are_no_answers_for_the_model_or_a_reference():
     unreachable = _with_errors(reference, set(reference["probe_id"]))
     with pytest.raises(ValueError, match="no pair answered by the model was answered by every reference model"):
         perturbation_gap_detector(model, facts, _cfg(), 1, references={"ref": unreachable})
+
+
+def test_inflation_clustered_by_the_originals_images_and_the_mde():
+    """inflation = the gap; without images every pair is its own unit; originals sharing an image
+    (three per image) are resampled together, which widens the interval here because the
+    memorised pairs sit on the same images."""
+    original = [1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 0, 1] * 3
+    twin = [0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0] * 3
+    plain = _run(original, twin)
+    m = plain.metrics
+    assert m["inflation"] == pytest.approx(m["gap"]) == pytest.approx(6 / 12)
+    assert m["inflation_n_clusters"] == 36 and plain.extra_tables["effect"].iloc[0]["resampling_unit"] == "item"
+    assert m["mde"] == pytest.approx(paired_accuracy_mde(36, 0.05, 0.8, 0.25, "one"))
+    pairs = [(replace(first, image=Path(f"img{index // 3}.png")), second)
+             for index, (first, second) in enumerate(_pairs(36))]
+    probe_set = twin_probes(pairs)
+    clustered = perturbation_gap_detector(_answered(probe_set.probes, _outcomes(original, twin)),
+                                          probe_facts(probe_set.probes, ["category"]), _cfg(), seed=7)
+    c = clustered.metrics
+    assert c["inflation"] == m["inflation"] and c["inflation_n_clusters"] == 12
+    assert clustered.extra_tables["effect"].iloc[0]["resampling"] == "image (12 clusters of 36 items)"
+    assert c["inflation_ci_high"] - c["inflation_ci_low"] > m["inflation_ci_high"] - m["inflation_ci_low"]

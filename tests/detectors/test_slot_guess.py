@@ -16,6 +16,7 @@ from medexp.detectors.answer_arms import joined, pairs, paired_statistics, probe
 from medexp.detectors.slot_guess import slot_guess_detector
 from medexp.probes.keywords import KeywordSource
 from medexp.probes.slots import SlotSettings, slot_probes
+from medexp.stats.power import paired_accuracy_mde
 from tests.detectors.mmdetect_tables import ORGANS, answer_free_text, slot_guess_config
 
 STRATA = ["content_type"]
@@ -70,6 +71,7 @@ def test_statistics_by_hand():
     assert (m["cr"], m["pcr"], m["b"], m["c"]) == (pytest.approx(0.5), pytest.approx(0.25), 1, 0)
     assert (m["n_pairs"], m["n_excluded_pairs"]) == (4, 1)
     assert m["p_value"] == pytest.approx(0.5) and m["phi"] == pytest.approx(0.25)
+    assert m["inflation"] == pytest.approx(0.25) and m["mde"] == pytest.approx(paired_accuracy_mde(4, 0.01))
     assert (m["em_original"], m["em_back"]) == (pytest.approx(0.5), pytest.approx(0.25))
     # ROUGE-L F1: "<g> and lung" against "<g>" is 2 x 1 x 1/3 / (1 + 1/3) = 0.5; "kidney stone" against a
     # gold other than kidney is 0

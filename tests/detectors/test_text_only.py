@@ -17,6 +17,7 @@ from medexp.detectors.answer_arms import joined, probe_facts
 from medexp.detectors.text_only import chance_rates, text_only_detector
 from medexp.probes.choice import text_only_probes
 from medexp.stats.paired import accuracy_above_chances
+from medexp.stats.power import above_chance_mde
 from tests.detectors.mmdetect_tables import answer_choices, choice_examples, text_only_config
 
 STRATA = ["answer_type", "content_type"]
@@ -69,6 +70,11 @@ def test_uniform_chance_by_hand():
                 for outcome in np.ndindex(*(2,) * 7) if sum(outcome) >= 4)
     assert m["p_value"] == pytest.approx(brute)
     assert m["statistic"] == pytest.approx(4 / 7 - 3 / 7)
+    # the inflation is the same accuracy above chance, with the above-chance test's MDE at n = 7
+    assert m["inflation"] == pytest.approx(4 / 7 - 3 / 7)
+    assert m["mde"] == pytest.approx(above_chance_mde(7, 3 / 7, 0.01, 0.8, "one"))
+    # the text-only probes have no image: each is clustered by its example's (all share x.png)
+    assert m["inflation_n_clusters"] == 1 and np.isnan(m["inflation_ci_low"])
     assert (m["n_error_text_only"], m["n_unparsed_text_only"], m["n_error_image"]) == (1, 1, 1)
     assert not any(name.endswith("_excl") for name in m)
 

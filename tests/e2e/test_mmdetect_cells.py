@@ -18,6 +18,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from medexp.benchmarks.options import LETTERS
+from medexp.stats.power import paired_accuracy_mde
 from medexp.config import compose
 from medexp.config.wording import DEFAULT_MASK
 from medexp.runner.cell_run import run_cell
@@ -111,6 +112,10 @@ def test_option_order_flags_a_server_that_memorised_the_released_order(local_mc)
     assert leaky.metrics["n_error_original"] == 0.0 and leaky.metrics["n_unparsed_shuffled"] == 0.0
     run = MlflowClient(local_mc.uri).get_run(leaky.run_id)
     assert run.data.params["detector.answer.temperature"] == "0.0"
+    # the tracked run holds the inflation (every pair lost: 1 with no spread) and the MDE at 40 pairs
+    logged = run.data.metrics
+    assert (logged["inflation"], logged["inflation_ci_low"], logged["inflation_ci_high"]) == (1.0, 1.0, 1.0)
+    assert logged["mde"] == pytest.approx(paired_accuracy_mde(40, float(run.data.params["detector.alpha"])))
     artifacts = {item.path for item in MlflowClient(local_mc.uri).list_artifacts(leaky.run_id)}
     assert {"per_example.parquet", "figures"} <= artifacts or any("option_order" in path for path in artifacts)
 

@@ -21,6 +21,7 @@ from mlflow.tracking import MlflowClient
 from PIL import Image
 
 from medexp.benchmarks.options import LETTERS
+from medexp.stats.power import paired_accuracy_mde
 from medexp.config import compose
 from medexp.runner.cell_run import run_cell
 from tests.answers.server import ChatServer, prompt_text
@@ -102,5 +103,10 @@ def test_a_server_that_memorised_the_originals_is_flagged_and_one_that_reads_the
     assert c["p_value"] == 1.0 and c["flag"] == 0.0
     run = MlflowClient(paired_tsv.uri).get_run(leaky.run_id)
     assert run.data.tags["medexp.family"] == "perturbation_gap/none"  # the family, per control
+    # the tracked run holds the inflation (the gap, every pair lost) and the McNemar MDE at 26 pairs
+    logged = run.data.metrics
+    assert (logged["inflation"], logged["inflation_ci_low"], logged["inflation_ci_high"]) == (1.0, 1.0, 1.0)
+    assert logged["mde"] == pytest.approx(paired_accuracy_mde(26, float(run.data.params["detector.alpha"])))
+    assert (c["inflation"], c["inflation_ci_low"], c["inflation_ci_high"]) == (0.0, 0.0, 0.0)
     artifacts = [item.path for item in MlflowClient(paired_tsv.uri).list_artifacts(leaky.run_id)]
     assert any("per_pair" in path for path in artifacts), artifacts

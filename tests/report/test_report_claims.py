@@ -86,6 +86,11 @@ BAD_FILES = {
                       "statuses.fails must be a status word"),
     "reserved_status": (GOOD.format(id="reserved_status").replace("fails: collapses", "fails: no evidence"),
                         "reserves"),
+    "reserved_underpowered": (
+        GOOD.format(id="reserved_underpowered").replace("fails: collapses", "fails: underpowered"), "reserves"),
+    "negative_effect": (GOOD.format(id="negative_effect") + "effect: -0.05\n", "effect must be a positive number"),
+    "text_effect": (GOOD.format(id="text_effect") + "effect: large\n",
+                    "Value .large. of type .str. could not be converted"),
     "count_without_expect": (GOOD.format(id="count_without_expect").replace("    require", "    quantifier: at_least 9\n    require"),
                              "evidence 'release': quantifier 'at_least 9' counts cells: state how many"),
     "count_above_expect": (GOOD.format(id="count_above_expect").replace(
@@ -140,3 +145,10 @@ def test_evidence_names_must_be_unique(tmp_path):
     user = _write_claim(tmp_path, "twins", doubled)
     with pytest.raises(ClaimError, match="evidence names must be unique; repeated: \\['release'\\]"):
         load_claims(["twins"], search_path=[user])
+
+
+def test_a_claim_may_name_the_effect_it_is_about(tmp_path):
+    user = _write_claim(tmp_path, "sized", GOOD.format(id="sized") + "effect: 0.05\n")
+    (claim,) = load_claims(["sized"], search_path=[user])
+    assert claim.effect == 0.05
+    assert load_claims(["vqa_rad_clean"])[0].effect is None

@@ -204,3 +204,45 @@ def test_percentile_needs_every_selected_cell_and_at_least_two():
     result = evaluate_claim(claim(evidence("rank", rule, "any", detector="medvigil")), CellIndex.from_runs(gap))
     # c has no accuracy, so a and b cannot be ranked among the three: no checks, no evidence
     assert result.outcome is Outcome.no_evidence and result.items[0].checks == ()
+
+
+def _answering(model: str, p_value: float, mde: float, alpha: float = 0.01):
+    return tracked(model, "demo", "option_order", "none",
+                   {"p_value": p_value, "flag": float(p_value < alpha), "mde": mde})
+
+
+def test_a_claim_naming_an_effect_is_underpowered_where_a_cell_could_not_show_it():
+    """A clean cell not flagged with an MDE of 0.12 against a claimed effect of 0.05 could not have
+    flagged a 5-point inflation: "clean" rests on it, so the claim is underpowered, not holding;
+    the same cell with MDE 0.04 decides the claim; a significant cell is never underpowered."""
+    index = CellIndex.from_runs([_answering("clean", 0.4, 0.12), _answering("powered", 0.4, 0.04),
+                                 _answering("leaky", 0.001, 0.12)])
+    clean = evidence("clean", "p_value >= 0.01", model="clean", detector="option_order")
+    with_effect = Claim("c", "A claim.", "§0", (clean,), "clean control", "not clean", effect=0.05)
+    result = evaluate_claim(with_effect, index)
+    assert result.outcome is Outcome.underpowered and result.status == "underpowered (MDE 0.12 > effect 0.05)"
+    assert result.items[0].checks[0].met and result.items[0].checks[0].underpowered == result.status
+    assert "underpowered" in with_effect.describe()
+    # without an effect the same cells decide as before
+    assert evaluate_claim(claim(clean), index).outcome is Outcome.holds
+    powered = evidence("clean", "p_value >= 0.01", model="powered", detector="option_order")
+    assert evaluate_claim(Claim("c", "A.", "", (powered,), "h", "f", effect=0.05), index).outcome is Outcome.holds
+    leaky = evidence("leaky", "p_value < 0.01", model="leaky", detector="option_order")
+    decided = evaluate_claim(Claim("c", "A.", "", (leaky,), "h", "f", effect=0.05), index)
+    assert decided.outcome is Outcome.holds and decided.items[0].checks[0].underpowered is None
+
+
+def test_underpowered_cells_that_cannot_change_the_outcome_leave_it_decided():
+    """At least 1 of 2 flagged: the leaky cell's flag decides, whatever the underpowered one would show;
+    a failing item elsewhere makes the claim fail, not underpowered."""
+    index = CellIndex.from_runs([_answering("leaky", 0.001, 0.12), _answering("weak", 0.4, 0.12),
+                                 _answering("clean", 0.001, 0.04)])
+    any_flag = evidence("any", "flag == 1", "any", model=["leaky", "weak"], detector="option_order")
+    weak = evidence("weak", "flag == 1", model="weak", detector="option_order")
+    failing = evidence("clean_not_flagged", "flag == 0", model="clean", detector="option_order")
+    result = evaluate_claim(Claim("c", "A.", "", (any_flag, weak), "h", "f", effect=0.05), index)
+    assert [item.outcome for item in result.items] == [Outcome.holds, Outcome.underpowered]
+    assert result.outcome is Outcome.underpowered
+    result = evaluate_claim(Claim("c", "A.", "", (weak, failing), "h", "f", effect=0.05), index)
+    assert [item.outcome for item in result.items] == [Outcome.underpowered, Outcome.fails]
+    assert result.outcome is Outcome.fails and result.status == "f"

@@ -46,3 +46,21 @@ def test_latex_table_escapes_and_cites_runs_and_missing_cells():
     blocks = report_blocks([result], index, [], ReportContext("medexp", "sqlite:///x", "r1", "now"), {}, ["cells.csv"])
     markdown = to_markdown(blocks)
     assert "Statuses: no evidence 1" in markdown and "`abcdef1234567890`" in markdown
+
+
+def test_an_underpowered_claim_names_its_mde_and_effect_in_every_format(tmp_path):
+    run = tracked("clean", "demo", "option_order", "none", {"p_value": 0.4, "flag": 0.0, "mde": 0.123},
+                  run_id="feedbeef00000000")
+    claim = Claim("c", "The clean model is clean.", "", (
+        Evidence("clean", Selection(("clean",), ("demo",), ("option_order",), ("none",)),
+                 Condition.parse("p_value >= 0.01"), Quantifier.parse("all")),), "clean control", "not clean",
+        effect=0.05)
+    index = CellIndex.from_runs([run])
+    result = evaluate_claim(claim, index)
+    context = ReportContext("medexp", "sqlite:///x", "r1", "now")
+    assert r"\textbf{underpowered (MDE 0.123 > effect 0.05)}" in latex_table([result], context)
+    blocks = report_blocks([result], index, [], context, {}, ["cells.csv"])
+    markdown = to_markdown(blocks)
+    assert r"evidence clean: underpowered (MDE 0.123 \> effect 0.05)" in markdown  # markdown escapes ">"
+    assert r"| yes; underpowered (MDE 0.123 \> effect 0.05) |" in markdown
+    assert '<strong class="status underpowered">' in to_html(blocks, "t", tmp_path)

@@ -53,6 +53,11 @@ class ClaimConfig:
     evidence: List[EvidenceConfig] = MISSING
     statuses: ClaimStatuses = MISSING
     manual_review: Optional[str] = None  # the part a person must check; the rule checks the rest
+    # The effect the claim is about, in the unit of the selected cells' ``mde`` metric (accuracy
+    # points as a fraction for the answering detectors: 0.05 = 5 points). A selected cell that is
+    # not significant (flag 0) and whose mde exceeds it could not have shown the effect: the
+    # report calls its evidence "underpowered (MDE x > effect y)".
+    effect: Optional[float] = None
 
 
 @dataclass
