@@ -235,12 +235,11 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
         Only those hidden states go through the vocabulary projection (transformers'
         ``logits_to_keep``): projecting every prompt position costs as much as several decoder
         layers with a 150k vocabulary, and its logits were never read."""
-        from medexp.scoring.teacher_forcing import answer_logit_mask
+        from medexp.scoring.teacher_forcing import answer_logit_mask, kept_positions, kept_rows
 
         keep = answer_logit_mask(answer_mask)
-        logits = self.model(**inputs, logits_to_keep=keep).logits
-        # A forward that ignores logits_to_keep (remote code) returns every position's logits.
-        return logits[keep] if logits.dim() == 3 else logits
+        positions = kept_positions(keep)
+        return kept_rows(self.model(**inputs, logits_to_keep=positions).logits, keep, positions)
 
     def text_logits(self, input_ids, attention_mask):
         """Logits of text-only input (the exchangeability test scores text without images)."""
@@ -447,7 +446,7 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
                              next_position) -> list[dict[str, Any]]:
         import torch
 
-        from medexp.scoring.teacher_forcing import answer_logit_mask, answer_token_scores
+        from medexp.scoring.teacher_forcing import answer_logit_mask, answer_token_scores, kept_positions, kept_rows
 
         continuations = [batch[index].continuations[member] for index, member in chunk]
         width = max(len(ids) for ids in continuations)
@@ -464,11 +463,11 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
         attention = torch.cat([prefix_attention[owners], attention.to(self.device)], dim=1)
         positions = next_position[owners][:, None] + torch.arange(width, device=self.device)
         keep = answer_logit_mask(answer_mask)  # only the positions that predict answer tokens
+        kept = kept_positions(keep)
         with torch.inference_mode():
             logits = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
-                                past_key_values=cache_rows(cache, owners), use_cache=True, logits_to_keep=keep).logits
-        token_logprobs, token_z = answer_token_scores(logits[keep] if logits.dim() == 3 else logits, input_ids,
-                                                      answer_mask)
+                                past_key_values=cache_rows(cache, owners), use_cache=True, logits_to_keep=kept).logits
+        token_logprobs, token_z = answer_token_scores(kept_rows(logits, keep, kept), input_ids, answer_mask)
         self.token_counts.computed += sum(len(ids) for ids in continuations)
         self.token_counts.naive += sum(batch[index].length + len(ids) for (index, _), ids in zip(chunk, continuations))
         return self._rows([batch[index].items[member] for index, member in chunk], token_logprobs, token_z)

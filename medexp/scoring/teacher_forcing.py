@@ -9,13 +9,29 @@ def answer_logit_mask(answer_mask: torch.Tensor) -> torch.Tensor:
     """The positions whose logits predict an answer token: ``logits[b, t]`` predicts token ``t + 1``.
 
     ``answer_mask[b, t]`` marks answer tokens of row b (prompt and padding positions are False,
-    like labels of -100). Only these positions need a projection onto the vocabulary; a model
-    takes the mask as its ``logits_to_keep`` and returns their logits, one row each, in the
-    row-major order of the mask.
+    like labels of -100). Only these positions need a projection onto the vocabulary (see
+    :func:`kept_positions` for how a model is asked for them).
     """
     keep = torch.zeros_like(answer_mask)
     keep[:, :-1] = answer_mask[:, 1:]
     return keep
+
+
+def kept_positions(keep: torch.Tensor) -> torch.Tensor:
+    """The sequence positions any row of ``keep`` needs, ascending: a 1-D ``logits_to_keep``.
+
+    A boolean (batch, length) ``logits_to_keep`` is only understood by recent transformers
+    (``slice_logits_to_keep``); every 4.x/5.x model takes a 1-D tensor of positions, kept for every
+    row, so that is what is passed, and :func:`kept_rows` picks each row's own positions after."""
+    return keep.any(dim=0).nonzero().squeeze(1)
+
+
+def kept_rows(logits: torch.Tensor, keep: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """The logits of ``keep``'s positions, one row each in row-major order, from a forward given
+    ``logits_to_keep=positions`` (or one that ignored it and returned every position)."""
+    if logits.shape[1] == positions.numel():
+        return logits[keep[:, positions]]
+    return logits[keep]
 
 
 def answer_token_scores(answer_logits: torch.Tensor, input_ids: torch.Tensor, answer_mask: torch.Tensor):

@@ -127,8 +127,10 @@ class ScorerContract:
                                               projected[path].append(args[0].shape[:-1].numel()))
             frames[path] = rows(scorer.score_examples(mixed))
             hook.remove()
-        assert sum(projected["kept"]) == sum(row["n_answer_tokens"] for row in frames["kept"])
-        assert sum(projected["full"]) > 3 * sum(projected["kept"])  # prompts and padding were projected too
+        # The positions any row needs, for every row (a 1-D logits_to_keep, which every transformers
+        # version takes): at least the answer tokens, far fewer than every position.
+        assert sum(projected["kept"]) >= sum(row["n_answer_tokens"] for row in frames["kept"])
+        assert sum(projected["full"]) > 2 * sum(projected["kept"])  # prompts and padding were projected too
         for kept, full in zip(frames["kept"], frames["full"]):
             assert_rows_close(kept, full)
 

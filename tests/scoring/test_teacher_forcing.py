@@ -139,3 +139,21 @@ def test_sequence_logprobs_position_zero_is_never_scored(batch):
     assert sequence_logprobs(logits, input_ids, mask).abs().max().item() == 0.0
     mask[:, 1] = True
     assert (sequence_logprobs(logits, input_ids, mask) < 0).all()
+
+
+def test_kept_rows_from_a_1d_request_equal_the_mask_rows_of_the_full_logits():
+    # Older transformers models slice hidden_states[:, positions, :] with a 1-D logits_to_keep only;
+    # each row's own positions are then picked from that, in the mask's row-major order.
+    import torch
+
+    from medexp.scoring.teacher_forcing import kept_positions, kept_rows
+
+    full = torch.randn(3, 7, 5)
+    keep = torch.zeros(3, 7, dtype=torch.bool)
+    keep[0, [2, 3]] = True
+    keep[1, [5]] = True
+    keep[2, [3, 4, 5]] = True
+    positions = kept_positions(keep)
+    assert positions.tolist() == [2, 3, 4, 5]
+    assert torch.equal(kept_rows(full[:, positions, :], keep, positions), full[keep])
+    assert torch.equal(kept_rows(full, keep, positions), full[keep])  # a forward that ignored the request
