@@ -28,16 +28,14 @@ Example: python -m medexp.plan model=demo_leaky detector=exch split.tasks=4"""
 def plan_lines(cfg) -> list[str]:
     """The lines printed for a composed config."""
     from medexp.cell import Cell
-    from medexp.runner.evaluate import check_cell, evaluate
-    from medexp.runner.inputs import load_inputs
+    from medexp.runner.evaluate import evaluate
     from medexp.shards import Planned, planning
 
     cell = Cell.from_config(cfg)
     lines = [f"cell {cell.key}"]
     try:
         with planning():
-            check_cell(cfg)
-            evaluate(cfg, cell.seed(cfg.seed), load_inputs(cfg, cfg.paths.cache_dir))
+            evaluate(cfg, cell.seed(cfg.seed))  # checks the cell, loads its inputs, stops at the first work
     except Planned as planned:
         plan = planned.plan
     else:

@@ -29,7 +29,7 @@ import json
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -51,11 +51,11 @@ class InvalidShard(Exception):
 @dataclass
 class WorkShare:
     """This process's place among ``tasks`` processes filling the same entries (task 0 .. tasks-1),
-    and what it computed itself: entry path -> shards."""
+    and how many shards it computed itself."""
 
     task: int
     tasks: int
-    computed: dict[str, int] = field(default_factory=dict)
+    computed: int = 0
 
     def first_shard(self, n_shards: int) -> int:
         """Where this task starts in an entry of ``n_shards`` shards: evenly spaced starts, so the
@@ -165,7 +165,7 @@ class ShardedEntry(Generic[Shard]):
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if _planning:
-            shards = self._read_complete(read) if (self.path / MARKER).is_file() else None
+            shards = self._read_complete(read)
             if shards is None:
                 written = sum(self._resumed(self.shard_file(*bounds), *bounds, read)[0] is not None
                               for bounds in self.ranges)
@@ -274,7 +274,7 @@ class ShardedEntry(Generic[Shard]):
                 atomic_write_bytes(_sidecar(path), json.dumps(record).encode())
                 shard = self._verified(path, record, start, stop, read)
                 if share is not None:
-                    share.computed[str(self.path)] = share.computed.get(str(self.path), 0) + 1
+                    share.computed += 1
             return shard, record
         finally:
             lock.release()

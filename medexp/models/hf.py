@@ -321,22 +321,8 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
 
     @staticmethod
     def _rows(group: list[PreparedExample], token_logprobs, token_z) -> list[dict[str, Any]]:
-        rows = []
-        for item, logprob, z in zip(group, token_logprobs, token_z):
-            values = logprob.cpu().numpy()
-            rows.append(
-                {
-                    "example_id": item.example.example_id,
-                    "position": item.example.position,
-                    "n_answer_tokens": len(item.answer_ids),
-                    "token_logprobs": values.tolist(),
-                    "token_minkpp_z": z.cpu().numpy().tolist(),
-                    "sum_logprob": float(values.sum()),
-                    "mean_logprob": float(values.mean()),
-                    "boundary_merged": item.boundary_merged,
-                }
-            )
-        return rows
+        return [answer_row(item, logprob.cpu().numpy(), z.cpu().numpy().tolist())
+                for item, logprob, z in zip(group, token_logprobs, token_z)]
 
     # ------------------------------------------------------------------ shared prefixes
     def _shared_prefixes(self, prepared: list[PreparedExample]) -> tuple[list[SharedPrefix], list[PreparedExample]]:
@@ -446,7 +432,7 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
                              next_position) -> list[dict[str, Any]]:
         import torch
 
-        from medexp.scoring.teacher_forcing import answer_logit_mask, answer_token_scores, kept_positions, kept_rows
+        from medexp.scoring.teacher_forcing import answer_token_scores
 
         continuations = [batch[index].continuations[member] for index, member in chunk]
         width = max(len(ids) for ids in continuations)
@@ -462,12 +448,11 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
         # The mask covers the prefix's cached slots (their left padding masked), then the continuation.
         attention = torch.cat([prefix_attention[owners], attention.to(self.device)], dim=1)
         positions = next_position[owners][:, None] + torch.arange(width, device=self.device)
-        keep = answer_logit_mask(answer_mask)  # only the positions that predict answer tokens
-        kept = kept_positions(keep)
+        inputs = {"input_ids": input_ids, "attention_mask": attention, "position_ids": positions,
+                  "past_key_values": cache_rows(cache, owners), "use_cache": True}
         with torch.inference_mode():
-            logits = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
-                                past_key_values=cache_rows(cache, owners), use_cache=True, logits_to_keep=kept).logits
-        token_logprobs, token_z = answer_token_scores(kept_rows(logits, keep, kept), input_ids, answer_mask)
+            logits = self.answer_logits(inputs, answer_mask)
+        token_logprobs, token_z = answer_token_scores(logits, input_ids, answer_mask)
         self.token_counts.computed += sum(len(ids) for ids in continuations)
         self.token_counts.naive += sum(batch[index].length + len(ids) for (index, _), ids in zip(chunk, continuations))
         return self._rows([batch[index].items[member] for index, member in chunk], token_logprobs, token_z)
@@ -523,6 +508,20 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
             for window, value in zip(chunk, sums):
                 totals[window.text_index] += value
         return totals
+
+
+def answer_row(item: PreparedExample, token_logprobs: np.ndarray, token_z: list[float]) -> dict[str, Any]:
+    """An example's row of a score table: its gold answer's per-token log-probs and Min-K%++ z."""
+    return {
+        "example_id": item.example.example_id,
+        "position": item.example.position,
+        "n_answer_tokens": len(item.answer_ids),
+        "token_logprobs": token_logprobs.tolist(),
+        "token_minkpp_z": token_z,
+        "sum_logprob": float(token_logprobs.sum()),
+        "mean_logprob": float(token_logprobs.mean()),
+        "boundary_merged": item.boundary_merged,
+    }
 
 
 def token_budget_batches(lengths: Sequence[int], budget: int) -> list[list[int]]:

@@ -35,7 +35,7 @@ import pandas as pd
 from medexp.benchmarks.base import Example
 from medexp.config.schemas import DType
 from medexp.config.schemas.model import backend_problem
-from medexp.models.hf import PreparedExample, ProcessorPrompts, load_error
+from medexp.models.hf import PreparedExample, ProcessorPrompts, answer_row, load_error
 
 INSTALL_HINT = "pip install 'medexp[vllm]' on a machine with a CUDA GPU"
 
@@ -96,16 +96,7 @@ class VLLMScorer(ProcessorPrompts):
         rows = []
         for item, output in zip(prepared, outputs, strict=True):
             values = np.asarray(self._answer_logprobs(item, output), dtype=np.float64)
-            rows.append({
-                "example_id": item.example.example_id,
-                "position": item.example.position,
-                "n_answer_tokens": len(item.answer_ids),
-                "token_logprobs": values.tolist(),
-                "token_minkpp_z": [math.nan] * len(values),  # no full distribution from vLLM
-                "sum_logprob": float(values.sum()),
-                "mean_logprob": float(values.mean()),
-                "boundary_merged": item.boundary_merged,
-            })
+            rows.append(answer_row(item, values, [math.nan] * len(values)))  # z: no full distribution from vLLM
         return pd.DataFrame(rows)
 
     def _request(self, item: PreparedExample) -> dict[str, Any]:

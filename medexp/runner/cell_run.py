@@ -143,13 +143,12 @@ def run_cell_share(cfg: DictConfig) -> CellOutcome:
     task, tasks = int(cfg.split.task), int(cfg.split.tasks)
     with signals_raise(), sharing_work(task, tasks) as share:
         try:
-            check_cell(cfg)
-            evaluate(cfg, cell.seed(cfg.seed), load_inputs(cfg, cfg.paths.cache_dir))
+            evaluate(cfg, cell.seed(cfg.seed))  # checks the cell and loads its inputs first
         except Exception as error:
             log.exception("cell %s, shared work task %d of %d, failed", cell.key, task, tasks)
             return CellOutcome(cell.key, None, "FAILED", {}, f"{type(error).__name__}: {error}")
-    computed = float(sum(share.computed.values()))
-    return CellOutcome(cell.key, None, "SHARED", {"task": float(task), "tasks": float(tasks), "n_shards_computed": computed})
+    return CellOutcome(cell.key, None, "SHARED",
+                       {"task": float(task), "tasks": float(tasks), "n_shards_computed": float(share.computed)})
 
 
 def _reusable(done, cell: Cell):

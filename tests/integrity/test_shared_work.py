@@ -37,7 +37,7 @@ WORKER = textwrap.dedent("""
 
     with sharing_work(task, tasks) as share:
         shards = ShardedEntry(root, {{"table": "squares"}}, ids, {shard}, ".npy").load(compute, read, "squares")
-    print(json.dumps({{"computed": sum(share.computed.values()), "total": int(np.concatenate(shards).sum())}}))
+    print(json.dumps({{"computed": share.computed, "total": int(np.concatenate(shards).sum())}}))
 """).format(n=N_ITEMS, shard=SHARD)
 
 
