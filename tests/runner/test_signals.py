@@ -8,7 +8,17 @@ import signal
 
 import pytest
 
+from medexp.runner import signals as signals_module
 from medexp.runner.signals import Interrupted, signals_raise
+
+
+@pytest.fixture(autouse=True)
+def forget_received_signals():
+    """The signals these tests raise must not stay on record for later tests of the process (a sweep
+    ended aborted names the last one received as its reason)."""
+    before = list(signals_module._received)
+    yield
+    signals_module._received[:] = before
 
 
 @pytest.fixture
