@@ -12,6 +12,8 @@ Each figure is drawn only when the runs it needs exist:
   probe's false-positive flag probability against the number of low-gain outliers.
 * Replicates: per detector and control, the flag rate over independently trained clean and
   leaky models with Wilson intervals (medexp.report.replicates).
+* The detector atlas: per detector, the flag rate against the leak dose over replicates
+  (medexp.report.dose_response), when a recipe was run at two doses or more.
 * MedVIGIL, per benchmark and detector: every model's MCS components, its silent-failure rate by
   risk tier and its blur decay curves (medexp.detectors.medvigil_figures), errors counted as wrong.
 
@@ -29,6 +31,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from medexp.report.cells import CellIndex, CellRun
+from medexp.report.dose_response import dose_curves, dose_response_figure
 from medexp.report.replicates import ReplicateRow, replicate_rows, replicate_seed
 
 SIGNIFICANT = 0.01  # Fig. 1 marks cells with p below this (the audit's threshold)
@@ -52,6 +55,7 @@ def draw_figures(index: CellIndex, tables: Mapping[str, Mapping[str, Any]]) -> l
         jaccard_heatmaps(index, tables.get("per_pair", {})),
         confound_panels(index),
         replicate_flag_rates(replicate_rows(index)),
+        dose_response(index),
         *medvigil_panels(index),
     ]
     return [figure for figure in drawn if figure is not None]
@@ -264,6 +268,18 @@ def replicate_flag_rates(rows: list[ReplicateRow]) -> ReportFigure | None:
                         "Replicates: per detector and control, the share of independently trained clean models "
                         "(false-positive rate) and leaky models (power) that are flagged, with Wilson 95% "
                         "intervals; dotted: the detectors' alpha.", figure)
+
+
+def dose_response(index: CellIndex) -> ReportFigure | None:
+    """The detector atlas: flag rate against the leak dose, one panel per detector (and control)."""
+    figure = dose_response_figure(dose_curves(index, replicate_rows(index)))
+    if figure is None:
+        return None
+    return ReportFigure("dose_response",
+                        "Detector atlas: per detector, the share of independently trained models flagged at each "
+                        "leak dose (filled: the detector's flag; open: p_bonferroni below alpha over the seed's "
+                        "family), Wilson 95% intervals over the replicates; blue: dose 0, the false-positive rate; "
+                        "red: the power at that dose; dotted: the detector's alpha.", figure)
 
 
 def medvigil_panels(index: CellIndex) -> list[ReportFigure]:

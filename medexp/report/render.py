@@ -10,6 +10,7 @@ from typing import Sequence
 from medexp.report.artefacts import ALPHA_SWEEP_VALUES
 from medexp.report.cells import CellIndex
 from medexp.report.document import Block, Bullets, Code, Heading, Image, Link, Paragraph, Status, Strong, Table
+from medexp.report.dose_response import dose_curves, dose_labels
 from medexp.report.evaluate import ClaimResult, EvidenceResult, Outcome, status_counts
 from medexp.report.figures import ReportFigure
 from medexp.report.replicates import CONFIDENCE, UNIT, Rate, ReplicateRow, seed_ranges
@@ -55,6 +56,7 @@ def report_blocks(results: Sequence[ClaimResult], index: CellIndex, figures: Seq
     for result in results:
         blocks += _claim_blocks(result)
     blocks += _replicate_blocks(replicates, replicate_file)
+    blocks += _dose_response_blocks(index, replicates)
     if figures:
         blocks.append(Heading(2, "Figures"))
         blocks += [Image(figure_paths[figure.name], figure.caption) for figure in figures]
@@ -144,6 +146,25 @@ def _replicate_blocks(rows: Sequence[ReplicateRow], table_file: str) -> list[Blo
              [_number(row.dose, digits=0)], [f"{row.flagged.n} ({seed_ranges(row.seeds)})"], [_rate(row.flagged)],
              ["" if row.alpha is None else f"{row.alpha:g}"], ["" if row.significant is None else _rate(row.significant)]]
             for row in rows
+        ]),
+    ]
+
+
+def _dose_response_blocks(index: CellIndex, rows: Sequence[ReplicateRow]) -> list[Block]:
+    """The atlas table: one row per detector (recipe and control), one column per leak dose."""
+    curves = dose_curves(index, rows)
+    if not curves:
+        return []
+    doses = dose_labels(curves)
+    by_dose = [{point.dose: point for point in curve.points} for curve in curves]
+    return [
+        Heading(2, "Dose response"),
+        Paragraph([(f"Share of replicates flagged (the detector's own flag) at each leak dose, with its Wilson "
+                    f"{100 * CONFIDENCE:g}% interval; dose 0 is the false-positive rate. One replicate is {UNIT}.")]),
+        Table(["bench", "detector", "control", "recipe", *(f"dose {dose:g}" for dose in doses)], [
+            [[curve.bench], [Code(curve.detector)], [curve.control], [Code(curve.recipe)],
+             *([_rate(points[dose].flagged) if dose in points else ""] for dose in doses)]
+            for curve, points in zip(curves, by_dose)
         ]),
     ]
 

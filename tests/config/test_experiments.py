@@ -19,9 +19,11 @@ from hydra_plugins.medexp_grid_sweeper.medexp_grid_sweeper import expand_grid  #
 from medexp.cell import Cell  # noqa: E402
 
 EXPERIMENTS = sorted(path.stem for path in (conf_dir() / "experiment").glob("*.yaml"))
-# Composing a cell takes about 0.3 s: the replicate preset's 280 cells are checked by the
-# test_demo_replicates_* tests below, which compose one replicate seed and derive the others.
+# Composing a cell takes about 0.3 s: the replicate preset's 280 cells and the atlas's 600 are
+# checked by the test_demo_replicates_* and test_detector_atlas_* tests below, which compose one
+# replicate seed (the atlas: one dose per recipe) and derive the others.
 REPLICATES = "demo_replicates"
+ATLAS = "detector_atlas"
 
 
 def _jobs(experiment: str) -> list[list[str]]:
@@ -41,7 +43,7 @@ def _cells(experiment: str):
     return _compose(experiment, _jobs(experiment))
 
 
-@pytest.mark.parametrize("experiment", [name for name in EXPERIMENTS if name != REPLICATES])
+@pytest.mark.parametrize("experiment", [name for name in EXPERIMENTS if name not in (REPLICATES, ATLAS)])
 def test_every_cell_of_the_preset_composes_with_a_distinct_key(experiment):
     cells = _cells(experiment)
     keys = Counter(Cell.from_config(cfg).key for cfg in cells)
@@ -152,3 +154,40 @@ def test_split_overlap_checks_the_test_split_against_each_overlap_split_of_the_s
         assert {k: v for k, v in source.items() if bench[k] != v} == {"split": split, "expected_by_split": None}
         assert (cfg.model.name, cfg.detector.name) == ("none", f"image_nn-phash-slake_{split}")
     assert OmegaConf.to_container(slake[0].bench.overlap_splits) == ["train", "validate"]
+
+
+def test_detector_atlas_sweeps_six_doses_over_ten_seeds_for_every_model_reading_detector():
+    """The atlas's 600 jobs: per seed, six doses of each recipe; the cells of seed 10 at doses 0
+    and 30 composed (every other job differs from one of them in seed and dose only, which the
+    names and families interpolate)."""
+    jobs = _jobs(ATLAS)
+    assert len(jobs) == 600
+
+    def settings(job):
+        values = dict(item.split("=", 1) for item in job)
+        return values["model"], int(values["model.demo.seed"]), int(values.get("model.demo.leak_epochs", 0)), values["detector"]
+
+    table = Counter((model, dose) for model, _, dose, _ in map(settings, jobs))
+    text_side = {"exch", "exch_rank", "loss", "mink_tail", "topk_jaccard", "membership"}
+    answering = {"option_order", "text_only", "slot_guess", "perturbation_gap"}
+    assert table == {("demo_clean_replicate", 0): 60, ("demo_clean_mc", 0): 40,
+                     **{("demo_leaky_replicate", dose): 60 for dose in (1, 5, 10, 20, 30)},
+                     **{("demo_leaky_mc", dose): 40 for dose in (1, 5, 10, 20, 30)}}
+    detectors = {(model.removeprefix("demo_clean_").removeprefix("demo_leaky_"), detector)
+                 for model, _, _, detector in map(settings, jobs)}
+    assert detectors == {*(("replicate", name) for name in text_side), *(("mc", name) for name in answering)}
+    assert {seed for _, seed, _, _ in map(settings, jobs)} == set(range(10, 20))
+    first = [job for job in jobs if settings(job)[1] == 10 and settings(job)[2] in (0, 30)]
+    cells = _compose(ATLAS, first)
+    keys = Counter(Cell.from_config(cfg).key for cfg in cells)
+    assert len(cells) == 20 and max(keys.values()) == 1
+    names = {cfg.model.name for cfg in cells}
+    assert names == {"demo_clean_s10", "demo_leaky_e30_s10", "demo_clean_mc_s10", "demo_leaky_mc_e30_s10"}
+    # Bonferroni over one seed's doses: a family per detector and training seed
+    assert {cfg.family for cfg in cells if cfg.detector.name == "loss"} == {"loss/none/atlas_s10"}
+    # the cohort detectors keep the fixed demo cohort, whose training seeds no replicate shares;
+    # membership's independent reference is one of its clean models, for clean and leaky alike
+    cohorts = {tuple(cfg.detector.cohort) for cfg in cells if "cohort" in cfg.detector}
+    assert cohorts == {("demo_clean", "demo_clean_b", "demo_clean_c", "demo_leaky", "demo_leaky_b")}
+    pairs = [OmegaConf.to_container(cfg.detector.pairs) for cfg in cells if cfg.detector.name == "membership"]
+    assert pairs == [[{"candidate": None, "independent": "demo_clean_c"}]] * 2

@@ -167,7 +167,8 @@ def test_replicate_cells_stay_out_of_the_per_cell_figures():
     topk = tracked_replicate("clean", 10, "topk_jaccard", "none", {"p_value": 0.5, "flag": 0.0})
     assert jaccard_heatmaps(CellIndex.from_runs([topk]), {topk.run_id: pairs}) is None  # one matrix entry per replicate otherwise
     figures = {figure.name: figure for figure in draw_figures(index, {})}
-    assert sorted(figures) == ["fig1_exchangeability_exch", "replicate_flag_rates"]
+    # the replicates at doses 0, 10 and 30 also draw the atlas's dose-response panel
+    assert sorted(figures) == ["dose_response", "fig1_exchangeability_exch", "replicate_flag_rates"]
     # Fig. 1 reads the release-order family exch/none: demo_grid's model, not the replicates' own families
     (axes, _) = figures["fig1_exchangeability_exch"].figure.axes
     assert [tick.get_text() for tick in axes.get_xticklabels()] == ["demo_clean"]

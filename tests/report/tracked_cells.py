@@ -61,17 +61,19 @@ def log_cell(tracker, model: str, bench: str, detector: str, control: str, metri
     return run_id
 
 
-def replicate_model(arm: str, seed: int, dose: int = 30) -> tuple[str, dict[str, str]]:
+def replicate_model(arm: str, seed: int, dose: int = 30, recipe: str = "") -> tuple[str, dict[str, str]]:
     """Model name and run params of a demo replicate as conf/model/demo_<arm>_replicate.yaml names it:
-    clean -> demo_clean_s<seed> (dose 0), leaky -> demo_leaky_e<dose>_s<seed>."""
-    name = f"demo_clean_s{seed}" if arm == "clean" else f"demo_leaky_e{dose}_s{seed}"
+    clean -> demo_clean_s<seed> (dose 0), leaky -> demo_leaky_e<dose>_s<seed>; with recipe "mc" as
+    conf/model/demo_<arm>_mc.yaml does (demo_clean_mc_s<seed>, demo_leaky_mc_e<dose>_s<seed>)."""
+    prefix = f"demo_{arm}_{recipe}_" if recipe else f"demo_{arm}_"
+    name = f"{prefix}s{seed}" if arm == "clean" else f"{prefix}e{dose}_s{seed}"
     return name, {"model.demo.seed": str(seed), "model.demo.leak_epochs": str(0 if arm == "clean" else dose),
-                  "detector.alpha": "0.01"}
+                  "model.demo.choice_form": str(recipe == "mc"), "detector.alpha": "0.01"}
 
 
 def tracked_replicate(arm: str, seed: int, detector: str, control: str, metrics: dict[str, float], *,
-                      dose: int = 30, **kwargs) -> TrackedRun:
+                      dose: int = 30, recipe: str = "", **kwargs) -> TrackedRun:
     """A demo replicate's cell on bench demo, in its seed's family as experiment=demo_replicates sets it."""
-    name, params = replicate_model(arm, seed, dose)
+    name, params = replicate_model(arm, seed, dose, recipe)
     return tracked(name, "demo", detector, control, metrics, params={**params, **kwargs.pop("params", {})},
                    family=kwargs.pop("family", f"{detector}/{control}/replicate_s{seed}"), **kwargs)
