@@ -66,3 +66,14 @@ def test_bad_rank_by_names_the_allowed_values():
     with pytest.raises(Exception) as error:
         compose(["detector=topk_jaccard", "detector.rank_by=middle"])
     assert "expected one of [score, delta]" in repr(error.value.__cause__)
+
+
+def test_the_constat_preset_lists_six_clean_replicates_apart_from_the_other_seeds():
+    from medexp.stats.constat import MIN_REFERENCES
+
+    detector = compose(["detector=perturbation_gap_constat"]).detector
+    references = [listed_model_config(entry) for entry in detector.reference_models]
+    assert [reference.name for reference in references] == [f"demo_clean_mc_s{seed}" for seed in range(20, 26)]
+    assert len(references) >= MIN_REFERENCES
+    assert all(reference.demo.leak_epochs == 0 and reference.demo.choice_form for reference in references)
+    assert (detector.family, detector.alpha) == ("perturbation_gap", compose(["detector=perturbation_gap"]).detector.alpha)
