@@ -70,21 +70,54 @@ def model_config(name: str):
     return _group_config("model", name)
 
 
+def listed_model_config(entry: str):
+    """The model config a list entry names: ``"<conf/model name>"`` alone, or followed by
+    space-separated ``key=value`` overrides inside the model group, e.g.
+    ``"demo_clean_mc demo.seed=11"`` (replicates that differ only in a field, which no config
+    name can tell apart). Every list of models (``detector.reference_models``,
+    ``detector.cohort``) resolves its entries here; a malformed entry or an override of a key the
+    model's schema lacks is a ValueError naming the entry.
+    """
+    import re
+
+    from hydra.errors import ConfigCompositionException
+
+    name, *overrides = str(entry).split() or [""]
+    malformed = [token for token in overrides if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*=\S+", token)]
+    if not name or "=" in name or malformed:
+        raise ValueError(f"model list entry {entry!r}: expected '<model config name> [key=value ...]' "
+                         f"(e.g. 'demo_clean_mc demo.seed=11'), "
+                         + (f"not {malformed[0]!r}" if malformed else f"not a name {name!r}"))
+    if not overrides:
+        return model_config(name)
+    try:
+        return _group_config("model", name, [f"model.{token}" for token in overrides])
+    except (ConfigCompositionException, AssertionError) as error:
+        # Hydra names the cause (an unknown key, a value of the wrong type) in the chained error; a
+        # key inside a section the model leaves null (demo.seed on a hub model) fails an assertion
+        # inside Hydra with no useful text
+        cause = error.__cause__ or error
+        reason = str(cause).splitlines()[0] if str(cause) else "it sets a field inside a section this model leaves null"
+        raise ValueError(f"model list entry {entry!r}: cannot apply its overrides to model={name}: {reason}") \
+            from error
+
+
 def bench_config(name: str):
     """The benchmark config ``conf/bench/<name>.yaml``, composed as ``bench=<name>`` composes it."""
     return _group_config("bench", name)
 
 
-def _group_config(group: str, name: str):
+def _group_config(group: str, name: str, overrides: list[str] | tuple[str, ...] = ()):
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import MissingConfigException
 
+    overrides = [f"{group}={name}", *overrides]
     try:
         if GlobalHydra.instance().is_initialized():
             from hydra import compose as hydra_compose
 
-            return hydra_compose(config_name="config", overrides=[f"{group}={name}"])[group]
-        return compose([f"{group}={name}"])[group]
+            return hydra_compose(config_name="config", overrides=overrides)[group]
+        return compose(overrides)[group]
     except MissingConfigException as error:
         raise ValueError(f"no {group} config named {name!r}: {error}") from error
 
@@ -93,6 +126,7 @@ __all__ = [
     "bench_config",
     "compose",
     "conf_dir",
+    "listed_model_config",
     "model_config",
     "project_root",
     "quiet_launcher_schema_warning",

@@ -23,6 +23,7 @@ from medexp.benchmarks.options import LETTERS, normalise
 from medexp.config.tiers import TIERS
 from medexp.detectors.medvigil_metrics import CONVENTIONS, NO_IMAGE, TRAP, medvigil_intervals, sensitivity_table
 from medexp.detectors.medvigil_tables import letter_preference, per_kind_table, sfr_tier_table, status_counts
+from medexp.hashing import derive_seed
 from medexp.stats.bootstrap import N_RESAMPLES
 
 KIND_ALIASES = {"tcf": "paraphrase", "halluc_trap": "false_premise"}
@@ -38,8 +39,9 @@ def probe_facts(probes: Iterable) -> pd.DataFrame:
             "risk_tier": probe.meta.get("risk_tier"),
             "text_only_answerable": probe.meta.get("text_only_answerable"),
             "options": tuple(probe.options) if probe.options is not None else None,
+            "image": str(probe.image) if probe.image is not None else None,  # the inflation's resampling cluster
         })
-    return pd.DataFrame(rows, columns=["probe_id", "risk_tier", "text_only_answerable", "options"])
+    return pd.DataFrame(rows, columns=["probe_id", "risk_tier", "text_only_answerable", "options", "image"])
 
 
 def scored_table(responses: pd.DataFrame, facts: pd.DataFrame) -> pd.DataFrame:
@@ -103,12 +105,13 @@ def _check_tiers(table: pd.DataFrame) -> None:
 
 
 def evaluate_medvigil(responses: pd.DataFrame, facts: pd.DataFrame, seed: int,
-                      n_resamples: int = N_RESAMPLES) -> dict[str, Any]:
+                      n_resamples: int = N_RESAMPLES, alpha: float = 0.01) -> dict[str, Any]:
     """Everything a ``medvigil`` cell reports: ``{"metrics": {...}, "tables": {...}}``.
 
     Metrics: every definition above as ``<name>_errors_wrong`` and ``<name>_errors_excluded``,
     with ``<name>_<convention>_ci_low`` / ``_ci_high`` (case-clustered bootstrap), plus
-    ``n_examples`` (cases), ``n_probes`` and ``n_ok`` / ``n_unparsed`` / ``n_error``.
+    ``n_examples`` (cases), ``n_probes`` and ``n_ok`` / ``n_unparsed`` / ``n_error``, and the
+    released wording's inflation with its MDE at ``alpha`` (:func:`wording_inflation`).
     """
     table = scored_table(responses, facts)
     metrics: dict[str, float] = {"n_examples": float(table["case"].nunique()), "n_probes": float(len(table))}
@@ -122,6 +125,8 @@ def evaluate_medvigil(responses: pd.DataFrame, facts: pd.DataFrame, seed: int,
             metrics[f"{row.metric}_{convention}"] = row.estimate
             metrics[f"{row.metric}_{convention}_ci_low"] = row.ci_low
             metrics[f"{row.metric}_{convention}_ci_high"] = row.ci_high
+    effect, effect_table = wording_inflation(table, alpha, seed, n_resamples)
+    metrics.update(effect)
     tables = {
         "intervals": pd.concat(intervals, ignore_index=True),
         "per_kind": per_kind_table(table),
@@ -130,6 +135,37 @@ def evaluate_medvigil(responses: pd.DataFrame, facts: pd.DataFrame, seed: int,
         "sensitivity": pd.concat([sensitivity_table(table, c).assign(convention=c) for c in CONVENTIONS],
                                  ignore_index=True),
         "letter_preference": letter_preference(table),
-        "per_probe": table.drop(columns=["options"]),
+        "effect": effect_table,
+        "per_probe": table.drop(columns=["options", "image"]),
     }
     return {"metrics": metrics, "tables": tables}
+
+
+def wording_inflation(table: pd.DataFrame, alpha: float, seed: int,
+                      n_resamples: int = N_RESAMPLES) -> tuple[dict[str, float], pd.DataFrame]:
+    """What the released wording buys: ``inflation`` = accuracy on the cases' original probes minus
+    accuracy on their paraphrases (the same question reworded, the gold kept), over the cases asked
+    both, as a fraction (0.05 = 5 points; the cell's other metrics are percent), with its 95%
+    interval resampling the original probes' images and ``mde``, the paired accuracy difference
+    detectable at that many cases and ``alpha`` (two-sided, power 0.8).
+
+    A case's original is its first original probe, its paraphrase outcome the mean over its
+    paraphrases; error rows are no answer (an unparsed reply is wrong), so a case whose original or
+    every paraphrase is an error leaves. Without a case asked both (a probe set without the
+    paraphrase family) every value is NaN and no unit was resampled.
+    """
+    from medexp.detectors.answer_arms import effect_size
+
+    answered = table[table["status"] != Status.error.value]
+    originals = answered[answered["kind"] == "original"].drop_duplicates("case").set_index("case")
+    paraphrased = answered[answered["kind"] == "paraphrase"].groupby("case")["correct"].mean()
+    cases = [case for case in originals.index if case in paraphrased.index]
+    if not cases:
+        nan = float("nan")
+        return ({"inflation": nan, "inflation_ci_low": nan, "inflation_ci_high": nan, "inflation_n_clusters": 0.0,
+                 "mde": nan}, pd.DataFrame())
+    first = originals.loc[cases, "correct"].astype(float).to_numpy()
+    second = paraphrased.loc[cases].astype(float).to_numpy()
+    images = [image if isinstance(image, str) else None for image in originals.loc[cases, "image"]]
+    return effect_size("medvigil", first, second, images, alpha, derive_seed(seed, "medvigil", "inflation"), 0.95,
+                       n_resamples)

@@ -30,7 +30,15 @@ is no answer, so its pair leaves every metric and is counted in ``n_excluded_pai
   the two are exchangeable within the pair, so that difference is symmetric about 0. A
   permutation test rather than a bootstrap test, because it holds its level exactly for any
   number of pairs (the bootstrap's is only asymptotic, and pairs are few: 440 and 478 in the
-  published twins), and it needs no variance estimate of a difference of binary outcomes.
+  published twins), and it needs no variance estimate of a difference of binary outcomes;
+* with at least five reference models, ConStat's estimate (:mod:`medexp.stats.constat`, the twins
+  as its reference benchmark, the originals as its benchmark): ``constat_expected``, the accuracy
+  on the originals that the references' line (twin accuracy -> original accuracy) gives the
+  model's twin accuracy, ``constat_inflation`` = acc_original - constat_expected with
+  ``constat_ci_low``/``constat_ci_high`` (bootstrap over image-clustered pairs and reference
+  models), ``constat_p_value`` (share of draws <= 0) and ``constat_n_references``, over the same
+  common pairs; the ``constat`` table holds the fitted points. Descriptive: it changes neither
+  ``p_value`` nor ``flag``.
 
 ``p_value`` is ``p_reference`` when references are given (the claim is then "drops more than
 clean models"), else ``p_mcnemar``; ``statistic`` is correspondingly ``gap_difference`` or ``gap``.
@@ -62,6 +70,7 @@ from medexp.detectors.base import DetectorResult
 from medexp.hashing import derive_seed
 from medexp.probes.choice import ORIGINAL
 from medexp.probes.twins import PERTURBED_TWIN
+from medexp.stats.constat import MIN_REFERENCES
 
 ARMS = ((ORIGINAL, "original"), (PERTURBED_TWIN, "twin"))
 # paired_statistics names the arms first/second (CR, PCR): here they are the original and its twin.
@@ -98,15 +107,19 @@ def perturbation_gap_detector(responses: pd.DataFrame, facts: pd.DataFrame, cfg,
     outcomes = _outcomes(model_pairs)
     gap = _bootstrap_mean_difference(outcomes, cfg, derive_seed(seed, "perturbation_gap", "bootstrap"))
     metrics.update({"gap": gap["estimate"], "gap_ci_low": gap["low"], "gap_ci_high": gap["high"]})
+    images = example_images(table, ORIGINAL, model_pairs.example_ids)
     effect, effect_table = effect_size(
-        "perturbation_gap", outcomes[:, 0], outcomes[:, 1], example_images(table, ORIGINAL, model_pairs.example_ids),
+        "perturbation_gap", outcomes[:, 0], outcomes[:, 1], images,
         cfg.alpha, derive_seed(seed, "perturbation_gap", "inflation"), cfg.ci_level, cfg.n_resamples)
     metrics.update(effect)
     per_pair = pair_frame(table, ORIGINAL, PERTURBED_TWIN, cfg.strata).rename(columns=_PAIR_COLUMNS)
     per_pair = per_pair.drop(columns=["n_second"])
     per_pair.insert(1, "twin_example_id", per_pair["example_id"].map(dict(twin_ids or {})))
+    constat_table = None
     if references:
-        metrics.update(_against_references(model_pairs, outcomes, references, facts, cfg, seed, per_pair))
+        against, constat_table = _against_references(model_pairs, outcomes, images, references, facts, cfg, seed,
+                                                     per_pair)
+        metrics.update(against)
         metrics["p_value"], metrics["statistic"] = metrics["p_reference"], metrics["gap_difference"]
     else:
         metrics["p_value"], metrics["statistic"] = metrics["p_mcnemar"], metrics["gap"]
@@ -127,6 +140,8 @@ def perturbation_gap_detector(responses: pd.DataFrame, facts: pd.DataFrame, cfg,
         "skipped": skipped_table(skipped),
         "unpaired": pd.DataFrame(list(unpaired), columns=["example_id", "reason"]),
     }
+    if constat_table is not None:
+        tables["constat"] = constat_table
     return DetectorResult(metrics, per_pair, "per_pair", {"perturbation_gap": _figure(metrics, strata, cfg)}, tables)
 
 
@@ -149,9 +164,12 @@ def _bootstrap_mean_difference(columns: np.ndarray, cfg, seed: int) -> dict[str,
     return {"estimate": interval.estimate, "low": interval.low, "high": interval.high}
 
 
-def _against_references(model_pairs: Pairs, outcomes: np.ndarray, references: Mapping[str, pd.DataFrame],
-                        facts: pd.DataFrame, cfg, seed: int, per_pair: pd.DataFrame) -> dict[str, float]:
-    """The reference models' gaps on the model's pairs, the difference of gaps and its test.
+def _against_references(model_pairs: Pairs, outcomes: np.ndarray, images: Sequence[str | None],
+                        references: Mapping[str, pd.DataFrame], facts: pd.DataFrame, cfg, seed: int,
+                        per_pair: pd.DataFrame) -> tuple[dict[str, float], pd.DataFrame | None]:
+    """The reference models' gaps on the model's pairs, the difference of gaps and its test, and
+    with at least :data:`~medexp.stats.constat.MIN_REFERENCES` references the ConStat estimate and
+    its ``constat`` table (else None).
 
     Adds ``reference_gap`` (the references' mean per-pair difference) to ``per_pair``."""
     from medexp.stats.summaries import paired_mean_difference_test
@@ -169,8 +187,9 @@ def _against_references(model_pairs: Pairs, outcomes: np.ndarray, references: Ma
     examples = [model_pairs.example_ids[index] for index in common]
     model_difference = outcomes[common, 0] - outcomes[common, 1]
     out, per_reference = {"n_reference_excluded_pairs": float(model_pairs.n - len(common))}, []
+    reference_outcomes = {}
     for name, outcomes_ in found.items():
-        rows = np.array([outcomes_[example] for example in examples])
+        rows = reference_outcomes[name] = np.array([outcomes_[example] for example in examples])
         per_reference.append(rows[:, 0] - rows[:, 1])
         out[f"reference_gap.{name}"] = float(np.mean(per_reference[-1]))
     reference_difference = np.mean(per_reference, axis=0)
@@ -182,7 +201,33 @@ def _against_references(model_pairs: Pairs, outcomes: np.ndarray, references: Ma
     out.update({"reference_gap": float(reference_difference.mean()), "gap_difference": test.statistic,
                 "gap_difference_ci_low": interval["low"], "gap_difference_ci_high": interval["high"],
                 "p_reference": test.p_value})
-    return out
+    if len(reference_outcomes) < MIN_REFERENCES:
+        return out, None
+    estimate, table = _constat(outcomes[common], reference_outcomes, [images[index] for index in common], cfg, seed)
+    out.update(estimate)
+    return out, table
+
+
+def _constat(candidate: np.ndarray, references: Mapping[str, np.ndarray], images: Sequence[str | None], cfg,
+             seed: int) -> tuple[dict[str, float], pd.DataFrame]:
+    """ConStat on the twins as reference benchmark: the accuracy on the originals a clean model of
+    the candidate's twin accuracy reaches (a line fitted on the references), the candidate's excess
+    over it with its interval over image-clustered pairs and reference models, and the table of
+    the points the line is fitted on (one row per reference, then the candidate's)."""
+    from medexp.stats.constat import constat_inflation
+
+    result = constat_inflation(candidate, np.stack(list(references.values())), images, cfg.n_resamples,
+                               derive_seed(seed, "perturbation_gap", "constat"), cfg.ci_level)
+    rows = [{"model": name, "role": "reference", "acc_twin": float(values[:, 1].mean()),
+             "acc_original": float(values[:, 0].mean())} for name, values in references.items()]
+    rows.append({"model": "(cell's model)", "role": "candidate", "acc_twin": float(candidate[:, 1].mean()),
+                 "acc_original": result.observed, "expected_original": result.expected,
+                 "inflation": result.inflation, "ci_low": result.low, "ci_high": result.high,
+                 "p_value": result.p_value, "slope": result.slope, "intercept": result.intercept,
+                 "n_valid": result.n_valid, "n_resamples": result.n_resamples,
+                 "resampling": f"{result.unit} ({result.n_clusters} clusters of {result.n_items} items) "
+                               f"and reference models"})
+    return result.metrics(), pd.DataFrame(rows)
 
 
 def _figure(metrics: dict[str, float], strata: pd.DataFrame, cfg):

@@ -1,6 +1,7 @@
 """Evaluators of the cohort detectors (mink_tail, topk_jaccard, loss).
 
-A cohort cell scores the cell's model and every model named in ``detector.cohort`` (plus the
+A cohort cell scores the cell's model and every model named in ``detector.cohort`` (conf/model
+names, each optionally with overrides: :func:`medexp.config.listed_model_config`; plus the
 external baselines of control=external_baseline) on the same examples, each through the score
 cache so a model is loaded only on a cache miss, then hands the aligned score tables to the
 detector.
@@ -24,7 +25,7 @@ def cohort_scores(ctx: CellContext):
     The references are the models of ``detector.cohort``, then those of ``ctx.cohort_additions``
     (external baselines) not already among them; the target is never its own reference.
     """
-    from medexp.config import model_config
+    from medexp.config import listed_model_config
     from medexp.config.schemas import ControlKind
     from medexp.detectors import CohortScores
     from medexp.scoring import example_scores
@@ -39,7 +40,7 @@ def cohort_scores(ctx: CellContext):
     target = str(ctx.cfg.model.name)
     listed = {}
     for name in names:
-        reference = model_config(name)
+        reference = listed_model_config(str(name))  # a name, or a name with overrides ("demo_clean_mc demo.seed=11")
         label = str(reference.name)
         if target in (name, label):
             continue  # the cell's model is never its own reference

@@ -14,7 +14,9 @@ options in the same letters and their cells compare probe for probe.
 
 The result is descriptive: MCS and its parts are estimates with case-clustered intervals, not a
 test, so no p-value is logged (two models are compared by
-:func:`medexp.detectors.medvigil_compare.paired_difference`).
+:func:`medexp.detectors.medvigil_compare.paired_difference`). The cell also logs the released
+wording's ``inflation`` (original minus paraphrase accuracy) with its interval and its ``mde`` at
+``detector.alpha`` (:func:`medexp.detectors.medvigil.wording_inflation`).
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ def medvigil(ctx: CellContext) -> DetectorResult:
     require_probes(ctx, probe_set)
     responses = answers(ctx, probe_set.probes, probe_set.skipped)
     counts = gated(ctx, responses)
-    evaluated = evaluate_medvigil(responses, probe_facts(probe_set.probes), ctx.seed, ctx.cfg.detector.n_resamples)
+    evaluated = evaluate_medvigil(responses, probe_facts(probe_set.probes), ctx.seed, ctx.cfg.detector.n_resamples,
+                                  ctx.cfg.detector.alpha)
     return with_answer_counts(medvigil_result(evaluated, str(ctx.cfg.model.name), probe_set.skipped), counts)
 
 

@@ -12,6 +12,7 @@ from medexp.detectors.base import DetectorResult
 from medexp.evaluators.answering import answers, gated, with_answer_counts
 from medexp.evaluators.context import CellContext
 from medexp.models.keys import model_cache_key
+from medexp.stats.constat import MIN_REFERENCES
 
 log = logging.getLogger("medexp")
 
@@ -33,13 +34,16 @@ def perturbation_gap(ctx: CellContext) -> DetectorResult:
     responses = answers(ctx, probe_set.probes)
     metrics, warnings = gated(ctx, responses)
     references = {}
-    for name in detector.reference_models:
-        if str(name) == str(ctx.cfg.model.name):
-            continue
-        references[str(name)] = _reference_answers(ctx, str(name), probe_set.probes)
-        counts, cautions = gated(ctx, references[str(name)], f"reference model={name}")
+    for reference in _reference_models(detector.reference_models, str(ctx.cfg.model.name)):
+        name = str(reference.name)
+        references[name] = _reference_answers(ctx, reference, probe_set.probes)
+        counts, cautions = gated(ctx, references[name], f"reference model={name}")
         metrics.update({f"reference.{name}.{key}": value for key, value in counts.items()})
         warnings += cautions
+    if len(references) < MIN_REFERENCES:
+        log.info("perturbation_gap: no ConStat estimate: it fits the clean models' twin -> original accuracy "
+                 "line on at least %d reference models, and detector.reference_models gives %d", MIN_REFERENCES,
+                 len(references))
     result = perturbation_gap_detector(
         responses, probe_facts(probe_set.probes, list(detector.strata)), detector, ctx.seed,
         probe_set.skipped, pairing.unpaired,
@@ -47,14 +51,28 @@ def perturbation_gap(ctx: CellContext) -> DetectorResult:
     return with_answer_counts(result, (metrics, warnings))
 
 
-def _reference_answers(ctx: CellContext, name: str, probes):
+def _reference_models(entries, target: str) -> list:
+    """The composed configs of ``detector.reference_models`` (entries may carry overrides:
+    :func:`medexp.config.listed_model_config`), each once, never the cell's own model."""
+    from medexp.config import listed_model_config
+
+    configs = {}
+    for entry in entries:
+        reference = listed_model_config(str(entry))
+        name = str(reference.name)
+        if name in configs:
+            raise ValueError(f"detector.reference_models names the model {name!r} twice: {list(entries)}")
+        if name != target:  # the cell's model is never its own reference
+            configs[name] = reference
+    return list(configs.values())
+
+
+def _reference_answers(ctx: CellContext, reference, probes):
     """A clean reference model's response table of the same probes; it loads only on a cache miss."""
     from medexp.answers.dispatch import model_answers
-    from medexp.config import model_config
     from medexp.models import load_scorer
 
-    reference = model_config(name)
-    log.info("reference model %s: answering %d probes (cached after the first time)", name, len(probes))
+    log.info("reference model %s: answering %d probes (cached after the first time)", reference.name, len(probes))
     scorer = functools.cache(functools.partial(load_scorer, reference, ctx.cache_dir))
     return model_answers(reference, model_cache_key(reference, ctx.cache_dir), scorer, probes,
                          ctx.cfg.detector.answer, ctx.cache_dir)

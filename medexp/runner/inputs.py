@@ -53,7 +53,7 @@ def load_inputs(cfg, cache_dir: str | Path) -> CellInputs:
 
 def model_weights(cfg, cache_dir: str | Path) -> dict[str, str | None]:
     """Fingerprints of the local checkpoints of the cell's model, its cohort, its reference models and its baselines."""
-    from medexp.config import model_config
+    from medexp.config import listed_model_config
     from medexp.config.schemas import ControlKind
     from medexp.models import weights_fingerprint
 
@@ -62,5 +62,6 @@ def model_weights(cfg, cache_dir: str | Path) -> dict[str, str | None]:
     # the cohort's demo models are never read, so they are neither built nor fingerprinted.
     cohort = [] if ControlKind(cfg.control.kind) is ControlKind.synthetic else cfg.detector.get("cohort", [])
     for name in [*cohort, *cfg.detector.get("reference_models", []), *cfg.control.get("baselines", [])]:
-        configs.setdefault(str(name), model_config(str(name)))
+        # keyed by the list entry as written, so the inputs hash of a list of bare names is unchanged
+        configs.setdefault(str(name), listed_model_config(str(name)))
     return {name: weights_fingerprint(model_cfg, cache_dir) for name, model_cfg in sorted(configs.items())}

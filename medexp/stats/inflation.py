@@ -63,7 +63,7 @@ def paired_inflation(first: Sequence[float], second: Sequence[float],
     if first.ndim != 1 or first.shape != second.shape or first.size == 0:
         raise ValueError(f"first and second must be equally long non-empty vectors, "
                          f"got {first.shape} and {second.shape}")
-    clusters = _cluster_index(images, first.size)
+    clusters = cluster_index(images, first.size)
     n_clusters = int(clusters.max()) + 1
     totals = np.zeros((n_clusters, 2))
     np.add.at(totals, clusters, np.column_stack([first - second, np.ones_like(first)]))
@@ -78,7 +78,7 @@ def paired_inflation(first: Sequence[float], second: Sequence[float],
     return Inflation(interval.estimate, low, high, unit, n_clusters, int(first.size), n_resamples, confidence)
 
 
-def _cluster_index(images, n: int) -> np.ndarray:
+def cluster_index(images, n: int) -> np.ndarray:
     """Each item's cluster number; items without an image get clusters of their own."""
     if images is None:
         return np.arange(n)

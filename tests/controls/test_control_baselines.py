@@ -141,3 +141,21 @@ def test_a_baseline_already_in_the_cohort_is_not_added_twice(fake_scores):
     ctx = _context("model=demo_leaky", "detector=mink_tail", "detector.cohort=[demo_clean,demo_clean]")
     with pytest.raises(ValueError, match="detector.cohort names the model 'demo_clean' twice"):
         cohort_scores(ctx)
+
+
+def test_a_cohort_entry_may_carry_model_overrides(fake_scores):
+    """Replicates that differ only in demo.seed, listed as '<name> key=value' entries, each scored
+    under its own cache key; the cell's own replicate is never its own reference."""
+    from medexp.config import listed_model_config
+
+    entries = ["demo_clean_replicate demo.seed=3", "demo_clean_replicate demo.seed=4",
+               "demo_clean_replicate demo.seed=5"]
+    ctx = _context("model=demo_clean_replicate", "model.demo.seed=5", "detector=mink_tail",
+                   f"detector.cohort=[{','.join(repr(entry) for entry in entries)}]")
+    assert cohort_scores(ctx).models == ["demo_clean_s5", "demo_clean_s3", "demo_clean_s4"]
+    assert fake_scores[1:] == [stable_hash(model_cache_key(listed_model_config(entry), "unused"))
+                               for entry in entries[:2]]
+    assert len(set(fake_scores)) == 3
+    ctx = _context("model=demo_leaky", "detector=mink_tail", "detector.cohort=['demo_clean_replicate demo.sed=3']")
+    with pytest.raises(ValueError, match="'demo_clean_replicate demo.sed=3'.*Key 'sed' not in"):
+        cohort_scores(ctx)

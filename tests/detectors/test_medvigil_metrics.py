@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -217,3 +218,39 @@ def test_evaluate_reports_both_conventions_and_counts():
 def test_fixture_cases_cover_every_outcome():
     outcomes = {outcome for _, _, entries in CASES.values() for _, outcome in entries}
     assert outcomes == {"C", "W", "U", "E"}
+
+
+def test_the_released_wordings_inflation_by_hand():
+    """Original C C W C against paraphrase C W W E: c4's paraphrase is an error (no answer), so
+    cases c1-c3 give original 2/3 against paraphrase 1/3: inflation 1/3, the MDE at three cases."""
+    from dataclasses import replace
+
+    from medexp.stats.power_table import detector_mde
+
+    probes, responses = build()
+    result = evaluate_medvigil(responses, probe_facts(probes), seed=3, n_resamples=200, alpha=0.05)
+    m = result["metrics"]
+    assert m["inflation"] == pytest.approx(1 / 3) and m["inflation_n_clusters"] == 3.0
+    assert m["inflation_ci_low"] <= 1 / 3 <= m["inflation_ci_high"]
+    assert m["mde"] == pytest.approx(detector_mde("medvigil", 3, 0.05))
+    effect = result["tables"]["effect"].iloc[0]
+    assert (effect["resampling_unit"], effect["n_items"], effect["alpha"]) == ("item", 3, 0.05)
+    assert "image" not in result["tables"]["per_probe"].columns  # the per-probe artifact as before
+    # c1 and c2 on one image: they are resampled together
+    shared = [replace(probe, image=Path("one.png")) if probe.example_id.endswith(("c1", "c2")) else probe
+              for probe in probes]
+    clustered = evaluate_medvigil(responses, probe_facts(shared), seed=3, n_resamples=200)["metrics"]
+    assert clustered["inflation"] == pytest.approx(1 / 3) and clustered["inflation_n_clusters"] == 2.0
+    # the other metrics do not depend on it
+    assert {k: v for k, v in clustered.items() if "inflation" not in k and k != "mde"} == pytest.approx(
+        {k: v for k, v in m.items() if "inflation" not in k and k != "mde"}, nan_ok=True)
+
+
+def test_without_paraphrases_the_inflation_is_nan():
+    probes, responses = build()
+    kept = [probe.probe_id for probe in probes if probe.kind != "paraphrase"]
+    facts = probe_facts([probe for probe in probes if probe.kind != "paraphrase"])
+    result = evaluate_medvigil(responses[responses["probe_id"].isin(kept)], facts, seed=3, n_resamples=50)
+    m = result["metrics"]
+    assert math.isnan(m["inflation"]) and math.isnan(m["mde"]) and m["inflation_n_clusters"] == 0.0
+    assert result["tables"]["effect"].empty

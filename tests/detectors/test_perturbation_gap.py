@@ -195,3 +195,37 @@ def test_inflation_clustered_by_the_originals_images_and_the_mde():
     assert c["inflation"] == m["inflation"] and c["inflation_n_clusters"] == 12
     assert clustered.extra_tables["effect"].iloc[0]["resampling"] == "image (12 clusters of 36 items)"
     assert c["inflation_ci_high"] - c["inflation_ci_low"] > m["inflation_ci_high"] - m["inflation_ci_low"]
+
+
+def _right(n: int, k: int) -> np.ndarray:
+    return np.arange(n) < k
+
+
+def test_constat_with_five_references_on_a_line_by_hand_and_nothing_else_changes(monkeypatch):
+    """20 pairs; five references with twin accuracy 0.3 ... 0.7 and original accuracy 0.1 higher
+    (the line original = twin + 0.1); the model: 0.4 on the twins, 0.6 on the originals, where the
+    line expects 0.5. Every other metric is what the same cell gives without the estimate."""
+    import medexp.detectors.perturbation_gap as module
+
+    references = {f"clean_{right}": (_right(20, right + 2), _right(20, right)) for right in (6, 8, 10, 12, 14)}
+    result = _run(_right(20, 12), _right(20, 8), references)
+    m = result.metrics
+    assert (m["constat_expected"], m["constat_n_references"]) == (pytest.approx(0.5), 5.0)
+    assert m["constat_inflation"] == pytest.approx(0.1, abs=1e-12)
+    assert m["constat_ci_low"] <= 0.1 <= m["constat_ci_high"] and 0 <= m["constat_p_value"] <= 1
+    table = result.extra_tables["constat"]
+    assert list(table["role"]) == ["reference"] * 5 + ["candidate"]
+    assert list(table["acc_twin"]) == pytest.approx([0.3, 0.4, 0.5, 0.6, 0.7, 0.4])
+    assert table["slope"].iloc[-1] == pytest.approx(1.0) and table["intercept"].iloc[-1] == pytest.approx(0.1)
+    monkeypatch.setattr(module, "MIN_REFERENCES", 6)
+    without = _run(_right(20, 12), _right(20, 8), references)
+    assert "constat" not in without.extra_tables and not any(name.startswith("constat") for name in without.metrics)
+    assert {name: value for name, value in m.items() if not name.startswith("constat_")} == without.metrics
+    assert m["p_value"] == m["p_reference"]
+
+
+def test_fewer_than_five_references_give_no_constat_estimate():
+    references = {f"clean_{right}": (_right(20, right + 2), _right(20, right)) for right in (6, 8, 10, 12)}
+    result = _run(_right(20, 12), _right(20, 8), references)
+    assert result.metrics["n_references"] == 4.0 and "constat_inflation" not in result.metrics
+    assert "constat" not in result.extra_tables

@@ -55,11 +55,11 @@ def paired_tsv(tmp_path):
     memorised = {f"Case {i}:": LETTERS[int(gold[i])] for i in range(N_ITEMS)}
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
 
-    def cell(server, name):
+    def cell(server, name, *overrides):
         cfg = compose([f"tracking.uri={uri}", f"paths.cache_dir={tmp_path / 'cache'}", "bench=mmstar_tsv",
                        f"bench.root={root}", "detector=perturbation_gap", "detector.n_resamples=500",
                        "model=openai_compatible", f"model.name={name}", f"model.base_url={server.base_url}",
-                       "model.max_retries=0"])
+                       "model.max_retries=0", *overrides])
         outcome = run_cell(cfg)
         assert outcome.status == "FINISHED", outcome.error
         return outcome
@@ -110,3 +110,38 @@ def test_a_server_that_memorised_the_originals_is_flagged_and_one_that_reads_the
     assert (c["inflation"], c["inflation_ci_low"], c["inflation_ci_high"]) == (0.0, 0.0, 0.0)
     artifacts = [item.path for item in MlflowClient(paired_tsv.uri).list_artifacts(leaky.run_id)]
     assert any("per_pair" in path for path in artifacts), artifacts
+
+
+def test_constat_against_five_reference_servers_named_with_overrides(paired_tsv):
+    """Five clean reference servers, listed as ``openai_compatible name=... base_url=...`` entries,
+    read every image but answer the first k cases wrong on both arms (k = 0, 4, 8, 12, 16): their
+    twin and original accuracies are equal, the line original = twin. The cell's model answers
+    every original from memory and reads the twins, wrong on the first 10: twin accuracy 16/26,
+    where the line expects 16/26 on the originals, against its 26/26 (inflation 10/26)."""
+    misses = {f"ref_{k}": k for k in (0, 4, 8, 12, 16)}
+
+    def answer(prompt: str, body: dict) -> str:
+        case = re.match(r"Case (\d+):", prompt)
+        read = reading(prompt, body)
+        wrong = LETTERS[(LETTERS.index(read) + 1) % 4]
+        if body["model"] in misses:
+            return wrong if int(case.group(1)) < misses[body["model"]] else read
+        if read == paired_tsv.memorised[case.group(0)]:
+            return read  # the original, answered from memory
+        return wrong if int(case.group(1)) < 10 else read
+
+    with ChatServer(answer=answer) as server:
+        entries = ",".join(f"'openai_compatible name={name} base_url={server.base_url} max_retries=0'"
+                           for name in misses)
+        outcome = paired_tsv(server, "candidate", f"detector.reference_models=[{entries}]")
+    m = outcome.metrics
+    assert (m["acc_original"], m["acc_twin"], m["n_references"]) == (1.0, pytest.approx(16 / 26), 5.0)
+    assert [m[f"reference_gap.{name}"] for name in misses] == [0.0] * 5
+    assert m["constat_n_references"] == 5.0 and m["constat_expected"] == pytest.approx(16 / 26)
+    assert m["constat_inflation"] == pytest.approx(10 / 26)
+    assert m["constat_ci_low"] <= 10 / 26 <= m["constat_ci_high"] and m["constat_p_value"] < 0.01
+    assert m["p_value"] == m["p_reference"]  # ConStat is descriptive: the cell's test is unchanged
+    logged = MlflowClient(paired_tsv.uri).get_run(outcome.run_id).data.metrics
+    assert logged["constat_inflation"] == pytest.approx(10 / 26)
+    artifacts = [item.path for item in MlflowClient(paired_tsv.uri).list_artifacts(outcome.run_id)]
+    assert any("constat" in path for path in artifacts), artifacts
