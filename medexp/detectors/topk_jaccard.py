@@ -7,13 +7,21 @@ two independent random K-sets, lift = |A n B| / (K^2/n), and the hypergeometric 
 P[X >= |A n B|], X ~ Hypergeometric(n, K, K), which is the exact null distribution of the
 intersection when the two rankings are independent.
 
-p-value: the smallest hypergeometric p of the target's pairs, Bonferroni-corrected over those
-pairs (the target is tested against each reference once). A pair is flagged when its overlap
-is at least ``flag_lift`` times chance (the audit's "order of magnitude") and the cell's
-p-value is below alpha, so a single shared example in a large benchmark, which already gives
-a lift above 10, does not flag by itself. Shared easiness is not shared exposure: models of
-similar calibration agree on which examples are easy (the audit's BLIP-2 falsification), and
-ranking by ``delta`` removes the part of easiness the whole cohort shares.
+p-value (``null``). ``relabel`` (the default): a cohort-relabel permutation test of the target's
+largest overlap with any reference (:func:`medexp.stats.cohort.cohort_relabel_overlap_test`): is
+it larger than a cohort member's in the target's place? ``hypergeometric``: the smallest
+hypergeometric p of the target's pairs, Bonferroni-corrected over those pairs, the audit's test;
+it takes every top-K set for a uniformly random K-set, which independently trained clean models
+are not: they share the examples on which the cohort's scores spread and, ranked by delta, the
+medians they are measured against, and the demo's clean replicates were flagged at several times
+alpha under it (docs/atlas.md). Both are logged (``p_value_hypergeometric``, ``p_value_relabel``).
+
+A pair is flagged when its overlap is at least ``flag_lift`` times chance (the audit's "order of
+magnitude") and the cell's p-value is below alpha, so a single shared example in a large
+benchmark, which already gives a lift above 10, does not flag by itself. Shared easiness is not
+shared exposure: models of similar calibration agree on which examples are easy (the audit's
+BLIP-2 falsification), and ranking by ``delta`` removes the part of easiness the whole cohort
+shares.
 """
 
 from __future__ import annotations
@@ -24,21 +32,20 @@ from dataclasses import asdict
 import numpy as np
 import pandas as pd
 
-from medexp.config.schemas import RankBy
+from medexp.config.schemas import OverlapNull, RankBy
 from medexp.detectors.base import DetectorResult
 from medexp.detectors.cohort import CohortScores
 from medexp.detectors.mink_tail import minkpp_matrix
-from medexp.stats.cohort import deltas_vs_cohort, top_k_indices, top_k_overlap
+from medexp.stats.cohort import cohort_relabel_overlap_test, deltas_vs_cohort, top_k_indices, top_k_overlap
 from medexp.stats.multiple_testing import adjust_pvalues
 
 
-def topk_jaccard_detector(cohort: CohortScores, cfg) -> DetectorResult:
+def topk_jaccard_detector(cohort: CohortScores, cfg, seed: int) -> DetectorResult:
     """Pairwise top-K overlap over the cohort; the cell's p-value comes from the target's pairs."""
     rank_by = RankBy(cfg.rank_by)
     cohort.require_references(2 if rank_by is RankBy.delta else 1, f"topk_jaccard (rank_by={rank_by.value})")
-    scores = minkpp_matrix(cohort, cfg.k_percent)
-    if rank_by is RankBy.delta:
-        scores = deltas_vs_cohort(scores)
+    minkpp = minkpp_matrix(cohort, cfg.k_percent)
+    scores = deltas_vs_cohort(minkpp) if rank_by is RankBy.delta else minkpp
     models = cohort.models
     n_examples = scores.shape[0]
     tops = [top_k_indices(scores[:, column], cfg.top_k) for column in range(len(models))]
@@ -49,9 +56,9 @@ def topk_jaccard_detector(cohort: CohortScores, cfg) -> DetectorResult:
                      "k": cfg.top_k, "n": n_examples, **asdict(overlap)})
     table = pd.DataFrame(rows)
     target_pairs = table[table["involves_target"]]
-    adjusted = adjust_pvalues(target_pairs["p_value"].to_numpy(), "bonferroni")
-    best = int(np.argmin(adjusted))
-    p_value = float(adjusted[best])
+    hypergeometric = float(adjust_pvalues(target_pairs["p_value"].to_numpy(), "bonferroni").min())
+    relabel = cohort_relabel_overlap_test(minkpp, cfg.top_k, rank_by is RankBy.delta, cfg.n_permutations, seed)
+    p_value = relabel.p_value if OverlapNull(cfg.null) is OverlapNull.relabel else hypergeometric
     table["flag"] = table["involves_target"] & (table["lift"] >= cfg.flag_lift) & (p_value < cfg.alpha)
     metrics = {
         "p_value": p_value,
@@ -60,6 +67,10 @@ def topk_jaccard_detector(cohort: CohortScores, cfg) -> DetectorResult:
         "max_intersection": float(target_pairs["intersection"].max()),
         "expected_intersection": float(cfg.top_k**2 / n_examples),
         "min_pair_p_value": float(target_pairs["p_value"].min()),
+        "p_value_hypergeometric": hypergeometric,
+        "p_value_relabel": relabel.p_value,
+        "n_permutations": float(relabel.n_permutations),
+        "null_mean_max_intersection": relabel.null_mean,
         "n_pairs_flagged": float(table["flag"].sum()),
         "n_models": float(len(models)),
         "top_k": float(cfg.top_k),

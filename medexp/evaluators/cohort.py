@@ -74,7 +74,7 @@ def mink_tail(ctx: CellContext) -> DetectorResult:
 def topk_jaccard(ctx: CellContext) -> DetectorResult:
     from medexp.detectors import topk_jaccard_detector
 
-    return topk_jaccard_detector(cohort_scores(ctx), ctx.cfg.detector)
+    return topk_jaccard_detector(cohort_scores(ctx), ctx.cfg.detector, ctx.seed)
 
 
 def loss(ctx: CellContext) -> DetectorResult:

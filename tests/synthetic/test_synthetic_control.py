@@ -131,7 +131,11 @@ def test_the_other_cohort_detectors_run_on_synthetic_scores():
     pairs = result.table.set_index(["model_a", "model_b"])
     assert pairs.loc[("clean_baseline", "high_gain_a"), "jaccard"] == 1.0
     assert pairs.loc[("clean_baseline", "high_gain_b"), "jaccard"] == 1.0
-    assert metrics["p_value"] < 1e-10 and metrics["flag"] == 1.0
+    assert metrics["p_value_hypergeometric"] < 1e-10 and metrics["flag"] == 1.0
+    # the cohort-relabel test flags it too: its models differ in gain, so a random member's scores
+    # in the baseline's place never share all 25 (no draw reaches the observed overlap); like
+    # mink_tail's relabel test it does not remove the calibration confound
+    assert metrics["p_value"] == 1 / (1 + metrics["n_permutations"])
     high, _ = _cell("high_gain_a", 0, ["detector=loss"])
     low, _ = _cell("low_gain_a", 0, ["detector=loss"])
     assert high["statistic"] > 0 and high["p_value"] < 0.01

@@ -42,6 +42,7 @@ from medexp.config.schemas.cohort import (  # noqa: F401
     CohortDetectorBase,
     LossConfig,
     MinkTailConfig,
+    OverlapNull,
     RankBy,
     TopKJaccardConfig,
 )

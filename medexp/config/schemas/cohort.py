@@ -16,6 +16,11 @@ class RankBy(str, Enum):
     delta = "delta"  # the score minus the median of the other cohort models on the same example
 
 
+class OverlapNull(str, Enum):
+    relabel = "relabel"  # cohort-relabel permutation of the target's largest overlap (calibrated on the cohort)
+    hypergeometric = "hypergeometric"  # each top-K set a uniformly random K-set (the audit's test; liberal)
+
+
 @dataclass
 class CohortDetectorBase(DetectorBase):
     """A detector comparing the cell's model with reference models on the same examples."""
@@ -46,6 +51,7 @@ class TopKJaccardConfig(CohortDetectorBase):
     k_percent: float = percent(20.0)
     rank_by: RankBy = RankBy.score
     flag_lift: float = positive(10.0)  # a pair is flagged when its overlap is >= this many times chance
+    null: OverlapNull = OverlapNull.relabel  # what the cell's p-value tests against
 
 
 @dataclass
