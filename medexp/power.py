@@ -29,6 +29,7 @@ The minimum detectable effect of a detector on a benchmark, before any model run
 the items (or shards) that effect needs and whether this benchmark has enough.
 Example: python -m medexp.power bench=vqa_rad bench.root=/data/VQA_RAD detector=option_order effect=0.05"""
 ASSUMPTIONS = {"effect": None, "power": 0.8, "accuracy": 0.5, "correlation": 0.5, "chance": None, "tail_rate": None}
+SIMULATION_ASSUMPTIONS = ("tail_rate",)  # options a simulated kind's model may take (an unknown one is refused)
 
 
 def split_arguments(args: list[str]) -> tuple[list[str], dict[str, float | None]]:
@@ -116,7 +117,7 @@ def simulated_answer(cfg, options: dict[str, float | None], kind: str) -> list[s
 
     test = simulated_test(kind)
     alpha, power, effect = float(cfg.detector.alpha), float(options["power"]), options["effect"]
-    assumptions = assumptions_of(kind, {name: options[name] for name in test.assumptions if options[name] is not None})
+    assumptions = assumptions_of(kind, {name: options[name] for name in SIMULATION_ASSUMPTIONS if options[name] is not None})
     lines = [f"bench={cfg.bench.name} split={cfg.bench.split} detector={cfg.detector.name} (kind {kind})",
              f"test: {test.test}", f"alpha={alpha:g} power={power:g} one-sided", f"model: {test.model}"]
     if assumptions:
