@@ -6,7 +6,11 @@ members and non-members, or the shards the detector config cuts), and prints the
 detectable effect (MDE) at the detector's alpha (``detector.alpha``) and the requested power;
 with ``effect=`` also the n that effect needs and whether the benchmark has it. The formulas
 and their units are :mod:`medexp.stats.power`'s, chosen per detector kind by
-:mod:`medexp.stats.power_table`. Detectors without a closed formula exit non-zero with the reason.
+:mod:`medexp.stats.power_table`. The kinds without a closed formula (mink_tail, topk_jaccard,
+loss, image_nn, memorization) are answered by simulating their own test
+(:mod:`medexp.detectors.power_simulation`, cached under ``paths.cache_dir``/power by
+:mod:`medexp.evaluators.simulated_power`); a detector that tests nothing (composition_sweep)
+exits non-zero with the reason.
 
 Assumptions the command line can change:
 
@@ -14,7 +18,9 @@ Assumptions the command line can change:
   the arms' accuracy and the correlation of their per-item correctness, which set the paired
   difference's variance 2 p (1 - p) (1 - r) (paired accuracy detectors);
 - ``chance=`` (text_only): the chance rate; default the mean of 1/k over the items' k options
-  (detector.chance=prior tests against a higher rate, so the default is optimistic there).
+  (detector.chance=prior tests against a higher rate, so the default is optimistic there);
+- ``tail_rate=`` (mink_tail, default 0.01): the share of examples on which a clean model's Delta
+  exceeds ``flag_threshold``.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import sys
 from typing import Sequence
 
 USAGE = """usage: python -m medexp.power bench=<name> detector=<name> [effect=<x>] [power=0.8]
-                              [accuracy=0.5] [correlation=0.5] [chance=<p>] [bench.<field>=<v> ...]
+                              [accuracy=0.5] [correlation=0.5] [chance=<p>] [tail_rate=0.01] [bench.<field>=<v> ...]
 
 The minimum detectable effect of a detector on a benchmark, before any model runs; with effect=,
 the items (or shards) that effect needs and whether this benchmark has enough.
