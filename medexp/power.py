@@ -118,7 +118,7 @@ def simulated_answer(cfg, options: dict[str, float | None], kind: str) -> list[s
     cached under ``paths.cache_dir``/power: n, the MDE and, with an effect, the n it needs."""
     import math
 
-    from medexp.detectors.power_simulation import assumptions_of, simulated_test
+    from medexp.detectors.power_simulation import LARGEST_SCALE, assumptions_of, simulated_test
     from medexp.evaluators.simulated_power import cached_simulated_mde, cached_simulated_n
 
     test = simulated_test(kind)
@@ -145,11 +145,11 @@ def simulated_answer(cfg, options: dict[str, float | None], kind: str) -> list[s
         n = int(sizes[test.lever])
         needed = cached_simulated_n(kind, sizes, effect, alpha, power, cfg.paths.cache_dir, assumptions)
         if needed is None:
-            lines.append(f"effect {effect:g} needs more than {16 * n} {test.lever} (searched up to 16 times this "
-                         f"benchmark's {n}): not enough")
+            lines.append(f"effect {effect:g} needs more than {LARGEST_SCALE * n} {test.lever_unit} (searched up to "
+                         f"{LARGEST_SCALE} times this benchmark's {n}): not enough")
         else:
             verdict = "enough" if needed <= n else f"not enough (short by {needed - n})"
-            lines.append(f"effect {effect:g} needs n = {needed} {test.lever}; this benchmark has {n}: {verdict}")
+            lines.append(f"effect {effect:g} needs n = {needed} {test.lever_unit}; this benchmark has {n}: {verdict}")
     return lines
 
 

@@ -13,8 +13,9 @@ rejection rate at ``alpha`` over ``n_sim`` draws estimates the power. Draw i is 
 every effect and a larger effect only adds signal to it (the memorised examples of a larger
 effect include those of a smaller one), so the estimated power rises with the effect and
 bisection finds where it crosses ``power``. Count effects (examples memorised, images copied,
-examples shared) are searched over whole counts; continuous ones (SDs, Cohen's d) by bracketing
-(doubling from 0.25) and 7 bisection steps. The permutation tests inside run ``ceil(5 / alpha) - 1``
+examples shared) are searched over whole counts (doubling from 1, then bisection); continuous
+ones (SDs, Cohen's d) by bracketing (doubling from 0.25) and 5 bisection steps; the MDE is the
+smallest effect tried whose estimated power reached ``power``. The permutation tests inside run ``ceil(5 / alpha) - 1``
 permutations (499 at alpha 0.01), so the smallest p-value, 1 / (P + 1), is a fifth of alpha; the
 detectors' own 10,000 permutations resolve p more finely, so the simulated power is slightly
 conservative (a test with fewer permutations rejects slightly less often).
@@ -39,7 +40,8 @@ from medexp.stats.summaries import mean_difference_test
 SIMULATION_VERSION = 1  # bump when a generative model or the search changes: cached MDEs are keyed by it
 DEFAULT_SIMULATIONS = 200
 LIFT = 10.0  # noise SDs added to a memorised example's score: it clears any threshold the noise reaches
-BISECTION_STEPS = 7  # a 128th of the bracket: finer than the Monte Carlo error of the MDE
+LARGEST_SCALE = 16  # the n an effect needs is searched up to this many times the benchmark's
+BISECTION_STEPS = 5  # a 32nd of the bracket: about the Monte Carlo error of the MDE at 200 draws
 _THRESHOLD_DRAWS = 200_000  # rows of the seeded null draw that fixes mink_tail's threshold
 
 Sizes = Mapping[str, float]
@@ -62,6 +64,7 @@ class SimulatedTest:
     largest: Callable[[Sizes], float]
     count_of: str | None  # None: a continuous effect; "": a count in its own unit (not a share)
     lever: str | None
+    lever_unit: str = ""  # what the lever counts, in words
     not_the_lever: str = ""
     permutation_test: bool = True  # whether the draws run a permutation test (of simulation_permutations(alpha))
     assumptions: Mapping[str, float] = field(default_factory=dict)  # names and defaults the model needs
@@ -163,13 +166,14 @@ SIMULATED_TESTS = {
                "target memorised a share of the examples, whose Delta then clears the threshold; " + _COHORT_NULL),
         effect_unit="share of the examples the target memorised (Delta lifted above flag_threshold)",
         n_unit="examples", draw=_mink_tail_draw, largest=lambda sizes: 1.0, count_of="examples", lever="examples",
-        assumptions={"tail_rate": 0.01}),
+        lever_unit="examples", assumptions={"tail_rate": 0.01}),
     "loss": SimulatedTest(
         test="one-sided cohort-relabel permutation test of the mean loss gap (cohort median NLL - target NLL)",
         model=("per-example mean NLL = item easiness N(0, 1) + model noise N(0, 1) for the target and each "
                "reference; the target's NLL lowered by the effect on every example; " + _COHORT_NULL),
         effect_unit="NLL the target saves on every example, in SDs of one model's per-example loss noise",
-        n_unit="examples", draw=_loss_draw, largest=lambda sizes: 8.0, count_of=None, lever="examples"),
+        n_unit="examples", draw=_loss_draw, largest=lambda sizes: 8.0, count_of=None, lever="examples",
+        lever_unit="examples"),
     "topk_jaccard": SimulatedTest(
         test="hypergeometric tests of the target's top-K overlaps, the smallest p Bonferroni-corrected over its pairs",
         model=("per-example Min-K%++ scores iid N(0, 1) for the target and each reference (independent rankings, "
@@ -187,13 +191,13 @@ SIMULATED_TESTS = {
                "corpus images (distance 0, flagged whatever tau)"),
         effect_unit="share of the benchmark images that are copies of corpus images (flag rate above the calibrated rate)",
         n_unit="distinct benchmark images", draw=_image_nn_draw, largest=lambda sizes: 1.0, count_of="images",
-        lever="images", permutation_test=False),
+        lever="images", lever_unit="distinct benchmark images", permutation_test=False),
     "memorization": SimulatedTest(
         test="one-sided permutation test of the members' mean M(x) above the non-members'",
         model="M(x) (averaged over the pairs) N(0, 1) for non-members and N(d, 1) for members",
         effect_unit="Cohen's d of the members' M(x) over the non-members'",
         n_unit="members and non-members", draw=_memorization_draw, largest=lambda sizes: 8.0, count_of=None,
-        lever="members"),
+        lever="members", lever_unit="members (the non-members scaled in proportion)"),
 }
 
 
@@ -241,7 +245,7 @@ def simulated_mde(kind: str, sizes: Sizes, alpha: float, power: float = 0.8, n_s
     largest = test.largest(sizes)
     if test.count_of is not None:  # a whole count of examples or images
         unit = float(sizes[test.count_of]) if test.count_of else 1.0
-        found = smallest_reaching(lambda count: rate(count / unit), power, 1, round(largest * unit))
+        found = smallest_reaching(lambda count: rate(count / unit), power, 1, round(largest * unit), start=1)
         if found is None:
             return SimulatedMDE(math.nan, math.nan, null_rate, n_sim, simulation_permutations(alpha))
         count, reached = found
@@ -289,7 +293,7 @@ def smallest_reaching(rate_of: Callable[[int], float], power: float, low: int, h
 
 def simulated_n(kind: str, sizes: Sizes, effect: float, alpha: float, power: float = 0.8,
                 n_sim: int = DEFAULT_SIMULATIONS, assumptions: Mapping[str, float] | None = None,
-                largest_scale: int = 16) -> int | None:
+                largest_scale: int = LARGEST_SCALE) -> int | None:
     """The smallest n of the kind's lever (other sizes scaled with it, members with non-members)
     whose estimated power at ``effect`` reaches ``power``; None beyond ``largest_scale`` times the
     given n. Count effects are shares, so the count at n is round(effect n)."""
