@@ -129,14 +129,10 @@ def _topk_draw(sizes, effect, assumptions, n_permutations, rng) -> float:
     n = scores.shape[0]
     shared = rng.permutation(n)[: int(effect)]
     scores[shared, :2] += LIFT  # the target (column 0) and one leaky reference (column 1)
-    tops = ranked_tops(scores, RankBy(sizes_rank_by(sizes)), int(sizes["top_k"]))
+    rank_by = RankBy.delta if int(sizes["rank_by_delta"]) else RankBy.score  # a number, as every size
+    tops = ranked_tops(scores, rank_by, int(sizes["top_k"]))
     pairs = [top_k_overlap(tops[0], tops[other], n).p_value for other in range(1, len(tops))]
     return target_p_value(np.asarray(pairs))
-
-
-def sizes_rank_by(sizes: Sizes) -> str:
-    """topk_jaccard's ranking, carried in its sizes as 0 (score) or 1 (delta) so that sizes stay numbers."""
-    return RankBy.delta.value if int(sizes["rank_by_delta"]) else RankBy.score.value
 
 
 def _image_nn_draw(sizes, effect, assumptions, n_permutations, rng) -> float:
