@@ -6,7 +6,11 @@ members and non-members, or the shards the detector config cuts), and prints the
 detectable effect (MDE) at the detector's alpha (``detector.alpha``) and the requested power;
 with ``effect=`` also the n that effect needs and whether the benchmark has it. The formulas
 and their units are :mod:`medexp.stats.power`'s, chosen per detector kind by
-:mod:`medexp.stats.power_table`. Detectors without a closed formula exit non-zero with the reason.
+:mod:`medexp.stats.power_table`. The kinds without a closed formula (mink_tail, topk_jaccard,
+loss, image_nn, memorization) are answered by simulating their own test
+(:mod:`medexp.detectors.power_simulation`, cached under ``paths.cache_dir``/power by
+:mod:`medexp.evaluators.simulated_power`); a detector that tests nothing (composition_sweep)
+exits non-zero with the reason.
 
 Assumptions the command line can change:
 
@@ -14,7 +18,9 @@ Assumptions the command line can change:
   the arms' accuracy and the correlation of their per-item correctness, which set the paired
   difference's variance 2 p (1 - p) (1 - r) (paired accuracy detectors);
 - ``chance=`` (text_only): the chance rate; default the mean of 1/k over the items' k options
-  (detector.chance=prior tests against a higher rate, so the default is optimistic there).
+  (detector.chance=prior tests against a higher rate, so the default is optimistic there);
+- ``tail_rate=`` (mink_tail, default 0.01): the share of examples on which a clean model's Delta
+  exceeds ``flag_threshold``.
 """
 
 from __future__ import annotations
@@ -23,12 +29,13 @@ import sys
 from typing import Sequence
 
 USAGE = """usage: python -m medexp.power bench=<name> detector=<name> [effect=<x>] [power=0.8]
-                              [accuracy=0.5] [correlation=0.5] [chance=<p>] [bench.<field>=<v> ...]
+                              [accuracy=0.5] [correlation=0.5] [chance=<p>] [tail_rate=0.01] [bench.<field>=<v> ...]
 
 The minimum detectable effect of a detector on a benchmark, before any model runs; with effect=,
 the items (or shards) that effect needs and whether this benchmark has enough.
 Example: python -m medexp.power bench=vqa_rad bench.root=/data/VQA_RAD detector=option_order effect=0.05"""
-ASSUMPTIONS = {"effect": None, "power": 0.8, "accuracy": 0.5, "correlation": 0.5, "chance": None}
+ASSUMPTIONS = {"effect": None, "power": 0.8, "accuracy": 0.5, "correlation": 0.5, "chance": None, "tail_rate": None}
+SIMULATION_ASSUMPTIONS = ("tail_rate",)  # options a simulated kind's model may take (an unknown one is refused)
 
 
 def split_arguments(args: list[str]) -> tuple[list[str], dict[str, float | None]]:
@@ -48,11 +55,14 @@ def split_arguments(args: list[str]) -> tuple[list[str], dict[str, float | None]
 
 def answer(cfg, options: dict[str, float | None]) -> list[str]:
     """The lines printed for a composed config: what n is, the MDE and, with an effect, the n it needs."""
+    from medexp.detectors.power_simulation import SIMULATED_TESTS
     from medexp.evaluators import detector_kind
     from medexp.stats import power as pw
     from medexp.stats.power_table import ABOVE_CHANCE, AUC, ONE_SAMPLE_T, PAIRED_ACCURACY, SPEARMAN, power_formula
 
     kind = detector_kind(cfg.detector)
+    if kind in SIMULATED_TESTS:
+        return simulated_answer(cfg, options, kind)
     formula = power_formula(kind)  # NoPowerFormula before any benchmark is loaded
     alpha, power, effect = float(cfg.detector.alpha), float(options["power"]), options["effect"]
     sided = formula.sided
@@ -101,6 +111,87 @@ def answer(cfg, options: dict[str, float | None]) -> list[str]:
         verdict = "enough" if needed <= n else f"not enough (short by {needed - n})"
         lines.append(f"effect {effect:g} needs n = {needed} {formula.n_unit}; this benchmark has {n}: {verdict}")
     return lines
+
+
+def simulated_answer(cfg, options: dict[str, float | None], kind: str) -> list[str]:
+    """The lines printed for a detector whose MDE is simulated (``medexp.detectors.power_simulation``),
+    cached under ``paths.cache_dir``/power: n, the MDE and, with an effect, the n it needs."""
+    import math
+
+    from medexp.detectors.power_simulation import LARGEST_SCALE, assumptions_of, simulated_test
+    from medexp.evaluators.simulated_power import cached_simulated_mde, cached_simulated_n
+
+    test = simulated_test(kind)
+    alpha, power, effect = float(cfg.detector.alpha), float(options["power"]), options["effect"]
+    assumptions = assumptions_of(kind, {name: options[name] for name in SIMULATION_ASSUMPTIONS if options[name] is not None})
+    lines = [f"bench={cfg.bench.name} split={cfg.bench.split} detector={cfg.detector.name} (kind {kind})",
+             f"test: {test.test}", f"alpha={alpha:g} power={power:g} one-sided", f"model: {test.model}"]
+    if assumptions:
+        lines.append("assumed: " + ", ".join(f"{name}={value:g}" for name, value in assumptions.items()))
+    sizes, counted = simulated_sizes(cfg, kind)
+    lines.append(f"n: {counted}")
+    result = cached_simulated_mde(kind, sizes, alpha, power, cfg.paths.cache_dir, assumptions)
+    permutations = f", {result.n_permutations} permutations per test" if test.permutation_test else ""
+    how = (f"by simulation ({result.n_sim} draws{permutations}; estimated power at the MDE {result.power_at_mde:.2f}, "
+           f"rejection rate at effect 0 {result.null_rate:.3f})")
+    if math.isnan(result.mde):
+        lines.append(f"MDE: none up to {test.largest(sizes):g} {test.effect_unit}, {how}")
+    else:
+        lines.append(f"MDE: {result.mde:.4g} {test.effect_unit}, {how}")
+    if effect is not None:
+        if test.lever is None:
+            lines.append(f"effect {effect:g}: {test.not_the_lever}")
+            return lines
+        n = int(sizes[test.lever])
+        needed = cached_simulated_n(kind, sizes, effect, alpha, power, cfg.paths.cache_dir, assumptions)
+        if needed is None:
+            lines.append(f"effect {effect:g} needs more than {LARGEST_SCALE * n} {test.lever_unit} (searched up to "
+                         f"{LARGEST_SCALE} times this benchmark's {n}): not enough")
+        else:
+            verdict = "enough" if needed <= n else f"not enough (short by {needed - n})"
+            lines.append(f"effect {effect:g} needs n = {needed} {test.lever_unit}; this benchmark has {n}: {verdict}")
+    return lines
+
+
+def simulated_sizes(cfg, kind: str) -> tuple[dict[str, float], str]:
+    """The sizes a simulated kind's test runs on, counted from the benchmark and the detector config,
+    and how they were counted (the ``n:`` line)."""
+    from medexp.config.schemas import RankBy
+
+    benchmark = load_benchmark(cfg)
+    detector = cfg.detector
+    if kind in ("mink_tail", "loss", "topk_jaccard"):
+        from medexp.evaluators.cohort import listed_references
+
+        references = list(listed_references(cfg))
+        sizes = {"examples": len(benchmark), "models": 1 + len(references)}
+        counted = (f"{len(benchmark)} examples; cohort: the target {cfg.model.name} and {len(references)} references "
+                   f"({', '.join(references)}; external baselines a control adds are not counted)")
+        if kind == "topk_jaccard":
+            sizes.update(top_k=int(detector.top_k), rank_by_delta=int(RankBy(detector.rank_by) is RankBy.delta))
+            counted += f"; top_k={detector.top_k}, rank_by={RankBy(detector.rank_by).value}"
+        return sizes, counted
+    if kind == "image_nn":
+        from medexp.images.audit import load_corpus
+        from medexp.images.store import distinct_images
+
+        cache_dir = cfg.paths.cache_dir
+        images = len(distinct_images([example.image for example in benchmark.examples if example.image is not None],
+                                     cache_dir))
+        corpus = load_corpus(detector.corpus, cache_dir)
+        corpus_images = len(distinct_images([row.image for row in corpus.examples if row.image is not None], cache_dir))
+        calibration = min(int(detector.calibration_size), corpus_images)
+        counted = (f"{images} distinct benchmark images; calibration: {calibration} corpus images (calibration_size "
+                   f"{detector.calibration_size}, corpus {detector.corpus.name} has {corpus_images} distinct images; "
+                   f"a cell also merges images whose embeddings coincide), tau_alpha={detector.tau_alpha:g}")
+        return {"images": images, "calibration": calibration, "tau_alpha": float(detector.tau_alpha)}, counted
+    if kind == "memorization":
+        nonmembers = len(load_benchmark(cfg, split=str(detector.nonmember_split)))
+        counted = (f"{len(benchmark) + nonmembers} members and non-members: {len(benchmark)} members (split "
+                   f"{cfg.bench.split}), {nonmembers} non-members (split {detector.nonmember_split}); a trained "
+                   "candidate's own partitions differ")
+        return {"members": len(benchmark), "nonmembers": nonmembers}, counted
+    raise NotImplementedError(f"no simulated sizes for detector kind {kind!r}")
 
 
 def load_benchmark(cfg, split: str | None = None):

@@ -14,6 +14,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+# Cells of the simulated-MDE detectors (mink_tail, loss, memorization, ...) simulate their MDE on a
+# cold cache; 20 draws instead of 200 keep that to a fraction of a second per cell in the suite
+# (subprocesses inherit it). Tests of the simulation itself pass n_sim explicitly.
+os.environ.setdefault("MEDEXP_POWER_SIMULATIONS", "20")
+
 
 @pytest.fixture(scope="session")
 def one_torch_thread():

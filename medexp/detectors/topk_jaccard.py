@@ -44,11 +44,10 @@ def topk_jaccard_detector(cohort: CohortScores, cfg, seed: int) -> DetectorResul
     """Pairwise top-K overlap over the cohort; the cell's p-value comes from the target's pairs."""
     rank_by = RankBy(cfg.rank_by)
     cohort.require_references(2 if rank_by is RankBy.delta else 1, f"topk_jaccard (rank_by={rank_by.value})")
-    minkpp = minkpp_matrix(cohort, cfg.k_percent)
-    scores = deltas_vs_cohort(minkpp) if rank_by is RankBy.delta else minkpp
+    scores = minkpp_matrix(cohort, cfg.k_percent)
     models = cohort.models
     n_examples = scores.shape[0]
-    tops = [top_k_indices(scores[:, column], cfg.top_k) for column in range(len(models))]
+    tops = ranked_tops(scores, rank_by, cfg.top_k)
     rows = []
     for first, second in itertools.combinations(range(len(models)), 2):
         overlap = top_k_overlap(tops[first], tops[second], n_examples)
@@ -56,8 +55,8 @@ def topk_jaccard_detector(cohort: CohortScores, cfg, seed: int) -> DetectorResul
                      "k": cfg.top_k, "n": n_examples, **asdict(overlap)})
     table = pd.DataFrame(rows)
     target_pairs = table[table["involves_target"]]
-    hypergeometric = float(adjust_pvalues(target_pairs["p_value"].to_numpy(), "bonferroni").min())
-    relabel = cohort_relabel_overlap_test(minkpp, cfg.top_k, rank_by is RankBy.delta, cfg.n_permutations, seed)
+    hypergeometric = target_p_value(target_pairs["p_value"].to_numpy())
+    relabel = cohort_relabel_overlap_test(scores, cfg.top_k, rank_by is RankBy.delta, cfg.n_permutations, seed)
     p_value = relabel.p_value if OverlapNull(cfg.null) is OverlapNull.relabel else hypergeometric
     table["flag"] = table["involves_target"] & (table["lift"] >= cfg.flag_lift) & (p_value < cfg.alpha)
     metrics = {
@@ -78,6 +77,19 @@ def topk_jaccard_detector(cohort: CohortScores, cfg, seed: int) -> DetectorResul
         "flag": float(table["flag"].any()),
     }
     return DetectorResult(metrics, table, "per_pair", {"topk_overlap": _figure(table, models, cfg, rank_by)})
+
+
+def ranked_tops(scores: np.ndarray, rank_by: RankBy, top_k: int) -> list[np.ndarray]:
+    """Each model's top-K examples of an (examples x models) Min-K%++ matrix, by score or by Delta."""
+    if rank_by is RankBy.delta:
+        scores = deltas_vs_cohort(scores)
+    return [top_k_indices(scores[:, column], top_k) for column in range(scores.shape[1])]
+
+
+def target_p_value(target_pair_p_values: np.ndarray) -> float:
+    """The audit's p-value (null=hypergeometric): the smallest hypergeometric p of the target's pairs,
+    Bonferroni-corrected."""
+    return float(adjust_pvalues(target_pair_p_values, "bonferroni").min())
 
 
 def _figure(table: pd.DataFrame, models: list[str], cfg, rank_by: RankBy):

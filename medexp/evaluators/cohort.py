@@ -25,7 +25,6 @@ def cohort_scores(ctx: CellContext):
     The references are the models of ``detector.cohort``, then those of ``ctx.cohort_additions``
     (external baselines) not already among them; the target is never its own reference.
     """
-    from medexp.config import listed_model_config
     from medexp.config.schemas import ControlKind
     from medexp.detectors import CohortScores
     from medexp.scoring import example_scores
@@ -34,10 +33,24 @@ def cohort_scores(ctx: CellContext):
         from medexp.controls.synthetic import synthetic_cell_scores
 
         return synthetic_cell_scores(ctx)
-    names = list(ctx.cfg.detector.cohort)
-    if not names:
-        raise ValueError(f"detector.cohort is empty: {ctx.cfg.detector.name} needs reference model configs (conf/model)")
+    listed = listed_references(ctx.cfg)
     target = str(ctx.cfg.model.name)
+    tables = {target: example_scores(ctx.scorer, ctx.model_key, ctx.examples, ctx.cache_dir)}
+    for reference in [*listed.values(), *ctx.cohort_additions]:
+        label = str(reference.name)
+        if label != target and label not in tables:
+            tables[label] = _reference_scores(ctx, reference)
+    return CohortScores(target, tables)
+
+
+def listed_references(cfg) -> dict:
+    """The model configs of ``detector.cohort`` by model name, the cell's model (the target) left out."""
+    from medexp.config import listed_model_config
+
+    names = list(cfg.detector.cohort)
+    if not names:
+        raise ValueError(f"detector.cohort is empty: {cfg.detector.name} needs reference model configs (conf/model)")
+    target = str(cfg.model.name)
     listed = {}
     for name in names:
         reference = listed_model_config(str(name))  # a name, or a name with overrides ("demo_clean_mc demo.seed=11")
@@ -47,12 +60,7 @@ def cohort_scores(ctx: CellContext):
         if label in listed:
             raise ValueError(f"detector.cohort names the model {label!r} twice: {names}")
         listed[label] = reference
-    tables = {target: example_scores(ctx.scorer, ctx.model_key, ctx.examples, ctx.cache_dir)}
-    for reference in [*listed.values(), *ctx.cohort_additions]:
-        label = str(reference.name)
-        if label != target and label not in tables:
-            tables[label] = _reference_scores(ctx, reference)
-    return CohortScores(target, tables)
+    return listed
 
 
 def _reference_scores(ctx: CellContext, reference):
@@ -68,16 +76,30 @@ def _reference_scores(ctx: CellContext, reference):
 def mink_tail(ctx: CellContext) -> DetectorResult:
     from medexp.detectors import mink_tail_detector
 
-    return mink_tail_detector(cohort_scores(ctx), ctx.cfg.detector, ctx.seed, ctx.benchmark.frame())
+    result = mink_tail_detector(cohort_scores(ctx), ctx.cfg.detector, ctx.seed, ctx.benchmark.frame())
+    return _with_mde(ctx, "mink_tail", result, {})
 
 
 def topk_jaccard(ctx: CellContext) -> DetectorResult:
+    from medexp.config.schemas import RankBy
     from medexp.detectors import topk_jaccard_detector
 
-    return topk_jaccard_detector(cohort_scores(ctx), ctx.cfg.detector, ctx.seed)
+    detector = ctx.cfg.detector
+    result = topk_jaccard_detector(cohort_scores(ctx), detector, ctx.seed)
+    ranking = {"top_k": int(detector.top_k), "rank_by_delta": int(RankBy(detector.rank_by) is RankBy.delta)}
+    return _with_mde(ctx, "topk_jaccard", result, ranking)
 
 
 def loss(ctx: CellContext) -> DetectorResult:
     from medexp.detectors import loss_detector
 
-    return loss_detector(cohort_scores(ctx), ctx.cfg.detector, ctx.seed, ctx.benchmark.frame())
+    result = loss_detector(cohort_scores(ctx), ctx.cfg.detector, ctx.seed, ctx.benchmark.frame())
+    return _with_mde(ctx, "loss", result, {})
+
+
+def _with_mde(ctx: CellContext, kind: str, result: DetectorResult, extra_sizes: dict) -> DetectorResult:
+    """The cell's simulated MDE at its examples and cohort size (``medexp.evaluators.simulated_power``)."""
+    from medexp.evaluators.simulated_power import with_simulated_mde
+
+    sizes = {"examples": int(result.metrics["n_examples"]), "models": int(result.metrics["n_models"]), **extra_sizes}
+    return with_simulated_mde(result, kind, sizes, float(ctx.cfg.detector.alpha), ctx.cache_dir)

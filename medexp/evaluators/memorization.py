@@ -33,6 +33,7 @@ log = logging.getLogger("medexp")
 
 def memorization(ctx: CellContext) -> DetectorResult:
     from medexp.detectors import memorization_detector
+    from medexp.evaluators.simulated_power import with_simulated_mde
 
     inputs = DifferentialInputs(ctx)
     atypicality = None
@@ -40,7 +41,8 @@ def memorization(ctx: CellContext) -> DetectorResult:
         atypicality = _atypicality(inputs, ctx.cfg.detector.embedder, ctx.cache_dir)
     result = memorization_detector(inputs.losses(), ctx.cfg.detector, ctx.seed, atypicality)
     result.metrics.update(inputs.training_metrics())
-    return result
+    sizes = {"members": int(result.metrics["n_members"]), "nonmembers": int(result.metrics["n_nonmembers"])}
+    return with_simulated_mde(result, "memorization", sizes, float(ctx.cfg.detector.alpha), ctx.cache_dir)
 
 
 def membership(ctx: CellContext) -> DetectorResult:

@@ -1,6 +1,8 @@
 """Which power formula answers for each detector kind (the schema names of
 ``medexp.config.schemas.DETECTOR_SCHEMAS``), with the side its test takes and the units of its
-n and its effect; the kinds whose test has no closed formula are listed with the reason.
+n and its effect; the kinds whose test has no closed formula are listed with the test they run
+(their MDE is simulated: ``medexp.detectors.power_simulation``), and the kinds that test nothing
+with what they are.
 
 The formulas are :mod:`medexp.stats.power`'s. A detector's alpha comes from its config.
 """
@@ -54,20 +56,24 @@ POWER_FORMULAS = {
                          "one-sided one-sample t-test of the shard differences"),
 }
 
-# Kinds whose test has no closed power formula: their MDE comes from simulation under their own
-# null, which medexp does not compute yet (issue 25, item 1).
+# Kinds whose test has no closed power formula: their MDE comes from simulating that test under
+# a stated generative model (``medexp.detectors.power_simulation``, cached by
+# ``medexp.evaluators.simulated_power``; those sit above this pure layer).
 BY_SIMULATION = {
     "mink_tail": "a cohort-relabel permutation test of a tail fraction",
     "topk_jaccard": "hypergeometric tests of top-K overlaps between cohort models",
     "loss": "a cohort-relabel permutation test of the mean loss gap",
     "image_nn": "a beta-binomial test of the flag count against a calibrated rate",
     "memorization": "a permutation test of members' mean M(x) over paired models",
-    "composition_sweep": "a descriptive false-positive sweep (no test)",
+}
+# Kinds that test nothing, so have no power and no MDE.
+WITHOUT_TEST = {
+    "composition_sweep": "a descriptive false-positive sweep of the mink_tail rule over cohort compositions",
 }
 
 
 class NoPowerFormula(LookupError):
-    """A detector kind whose MDE needs a simulation medexp does not run yet, or an unknown kind."""
+    """A detector kind without a closed power formula (simulated or testing nothing), or an unknown kind."""
 
 
 def power_formula(kind: str) -> PowerFormula:
@@ -76,8 +82,12 @@ def power_formula(kind: str) -> PowerFormula:
         return POWER_FORMULAS[kind]
     if kind in BY_SIMULATION:
         raise NoPowerFormula(f"detector kind {kind!r} runs {BY_SIMULATION[kind]}: no closed power formula; "
-                             "its MDE is by simulation, not yet available")
-    raise NoPowerFormula(f"unknown detector kind {kind!r}; kinds with a formula: {sorted(POWER_FORMULAS)}")
+                             "its MDE is by simulation (python -m medexp.power answers it)")
+    if kind in WITHOUT_TEST:
+        raise NoPowerFormula(f"detector kind {kind!r} is {WITHOUT_TEST[kind]}: it tests nothing (no p-value), "
+                             "so it has no power and no minimum detectable effect")
+    raise NoPowerFormula(f"unknown detector kind {kind!r}; kinds with a formula: {sorted(POWER_FORMULAS)}, "
+                         f"by simulation: {sorted(BY_SIMULATION)}")
 
 
 def detector_mde(kind: str, n: int, alpha: float, power: float = MDE_POWER, chance: float | None = None,

@@ -7,7 +7,10 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from medexp.config import compose
+from medexp.detectors.power_simulation import SIMULATED_TESTS
 from medexp.power import answer, split_arguments
 from medexp.stats import power as pw
 from tests.conftest import REPO
@@ -37,10 +40,10 @@ def test_the_cli_counts_the_shards_of_exch():
     assert abs(mde - pw.one_sample_t_mde(20, 0.01, 0.9)) < 1e-3
 
 
-def test_a_detector_without_a_formula_is_a_clear_error():
-    result = run_power("bench=demo", "detector=mink_tail")
+def test_a_detector_without_a_test_is_a_clear_error():
+    result = run_power("bench=demo", "detector=composition_sweep")
     assert result.returncode == 1 and not result.stdout
-    assert "detector kind 'mink_tail'" in result.stderr and "by simulation, not yet available" in result.stderr
+    assert "detector kind 'composition_sweep'" in result.stderr and "no minimum detectable effect" in result.stderr
     unknown = run_power("bench=demo", "detector=no_such_detector")
     assert unknown.returncode == 1 and "no_such_detector" in unknown.stderr
     missing = run_power("bench=demo")
@@ -61,3 +64,31 @@ def test_text_only_tests_against_the_options_chance_rate():
     lines = answer(compose(overrides), options)
     assert "assumed: chance rate 0.25" in lines
     assert f"MDE: {pw.above_chance_mde(400, 0.25, 0.01):.4g} accuracy above chance (fraction; 0.05 = 5 accuracy points)" in lines
+
+
+def test_a_cohort_detector_answers_by_simulation(tmp_path, monkeypatch):
+    from medexp.detectors.power_simulation import simulated_mde
+
+    monkeypatch.setenv("MEDEXP_POWER_SIMULATIONS", "40")
+    overrides, options = split_arguments(["bench=demo", "detector=loss", "effect=0.5", f"paths.cache_dir={tmp_path}"])
+    lines = answer(compose(overrides), options)
+    # the demo cohort: demo_leaky (the default model) and the four other models of detector.cohort
+    assert any(line.startswith("n: 400 examples; cohort: the target demo_leaky and 4 references") for line in lines)
+    expected = simulated_mde("loss", {"examples": 400, "models": 5}, 0.01, 0.8, n_sim=40)
+    mde_line = next(line for line in lines if line.startswith("MDE: "))
+    assert mde_line.startswith(f"MDE: {expected.mde:.4g} NLL the target saves")
+    assert "by simulation (40 draws, 499 permutations per test" in mde_line
+    assert any(line.startswith("effect 0.5 needs n = ") and line.endswith(": enough") for line in lines)
+    assert list((tmp_path / "power").glob("*.json"))  # cached for the next answer
+
+
+def test_topk_says_why_n_is_not_its_lever(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEDEXP_POWER_SIMULATIONS", "20")
+    overrides, options = split_arguments(["bench=demo", "detector=topk_jaccard", "effect=3", "tail_rate=0.02",
+                                          f"paths.cache_dir={tmp_path}"])
+    with pytest.raises(ValueError, match="no simulation assumption"):
+        answer(compose(overrides), options)  # tail_rate is mink_tail's
+    overrides, options = split_arguments(["bench=demo", "detector=topk_jaccard", "effect=3", f"paths.cache_dir={tmp_path}"])
+    lines = answer(compose(overrides), options)
+    assert any("examples in both the target's and the leaky reference's top-K" in line for line in lines)
+    assert lines[-1] == f"effect 3: {SIMULATED_TESTS['topk_jaccard'].not_the_lever}"
