@@ -76,7 +76,9 @@ def dataset_inference_detector(members: pd.DataFrame, nonmembers: pd.DataFrame, 
     x_a = np.vstack([x_members[a_members], x_nonmembers[a_nonmembers]])
     y_a = np.r_[np.ones(a_members.size), np.zeros(a_nonmembers.size)]
     scaler = StandardScaler().fit(x_a)
-    model = LogisticRegression(C=float(cfg.regularisation)).fit(scaler.transform(x_a), y_a)
+    # Newton steps with a Cholesky solve: exact in a few iterations for a handful of features, where
+    # the default L-BFGS takes ten times longer on many examples
+    model = LogisticRegression(C=float(cfg.regularisation), solver="newton-cholesky").fit(scaler.transform(x_a), y_a)
     member_scores = model.decision_function(scaler.transform(x_members))
     nonmember_scores = model.decision_function(scaler.transform(x_nonmembers))
 

@@ -53,8 +53,8 @@ POWER_FORMULAS = {
                               "one-sided permutation test of Spearman's rho"),
     "exch": PowerFormula(ONE_SAMPLE_T, "one", "shards", "Cohen's d of the shard differences",
                          "one-sided one-sample t-test of the shard differences"),
-    "dataset_inference": PowerFormula(TWO_SAMPLE_T, "one", "members of the scored half (half B; its non-members "
-                                      "are n_negative)", "Cohen's d of the aggregated membership score",
+    "dataset_inference": PowerFormula(TWO_SAMPLE_T, "one", "members and non-members of half B (the tested half; "
+                                      "half A fits the model)", "Cohen's d of the aggregated membership score",
                                       "one-sided Welch t-test of the linear model's scores on half B: members above "
                                       "non-members"),
     "codec": PowerFormula(AUC, "one", "members and non-members",
