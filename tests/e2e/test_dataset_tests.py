@@ -6,13 +6,11 @@ clean p 0.79 and 0.40; about 70 s on 2 busy cores)."""
 
 from __future__ import annotations
 
-import re
-
 import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import run_medexp
+from tests.conftest import cell_runs, run_medexp
 
 pytestmark = pytest.mark.slow
 
@@ -22,16 +20,9 @@ def dataset_cells(demo_cache, tmp_path_factory):
     uri = f"sqlite:///{tmp_path_factory.mktemp('dataset-tests') / 'mlflow.db'}"
     result = run_medexp("-m", f"paths.cache_dir={demo_cache}", f"tracking.uri={uri}", "model=demo_clean,demo_leaky",
                         "detector=dataset_inference,codec", "bench.max_examples=200", timeout=1800)
-    assert result.returncode == 0, result.stderr[-3000:]
-    client = MlflowClient(uri)
-    runs = {}
-    for line in result.stdout.splitlines():
-        match = re.match(r"model=(\w+),bench=demo,detector=(\w+),control=none .*run_id=(\w+)", line)
-        if match:
-            model, detector, run_id = match.groups()
-            runs[(model, detector)] = client.get_run(run_id)
+    runs = cell_runs(result, uri)
     assert len(runs) == 4, result.stdout
-    return client, runs
+    return MlflowClient(uri), runs
 
 
 @pytest.mark.parametrize("detector", ["dataset_inference", "codec"])
