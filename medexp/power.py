@@ -58,7 +58,9 @@ def answer(cfg, options: dict[str, float | None]) -> list[str]:
     from medexp.detectors.power_simulation import SIMULATED_TESTS
     from medexp.evaluators import detector_kind
     from medexp.stats import power as pw
-    from medexp.stats.power_table import ABOVE_CHANCE, AUC, ONE_SAMPLE_T, PAIRED_ACCURACY, SPEARMAN, power_formula
+    from medexp.stats.power_table import (
+        ABOVE_CHANCE, AUC, ONE_SAMPLE_T, PAIRED_ACCURACY, SPEARMAN, TWO_SAMPLE_T, power_formula,
+    )
 
     kind = detector_kind(cfg.detector)
     if kind in SIMULATED_TESTS:
@@ -88,7 +90,8 @@ def answer(cfg, options: dict[str, float | None]) -> list[str]:
         nonmembers = len(load_benchmark(cfg, split=str(cfg.detector.nonmember_split)))
         n = len(examples) + nonmembers
         lines.append(f"members: {len(examples)} (split {cfg.bench.split}), non-members: {nonmembers} "
-                     f"(split {cfg.detector.nonmember_split}); a trained model's own partitions differ")
+                     f"(split {cfg.detector.nonmember_split})"
+                     + ("; a trained model's own partitions differ" if kind == "membership" else ""))
         mde = pw.auc_mde(len(examples), nonmembers, alpha, power, sided)
         needed = None if effect is None else pw.auc_n(effect, alpha, power, sided, positive_share=len(examples) / n)
     elif formula.family == SPEARMAN:
@@ -104,6 +107,18 @@ def answer(cfg, options: dict[str, float | None]) -> list[str]:
         needed = None if effect is None else pw.one_sample_t_n(effect, alpha, power, sided)
         if needed is not None and needed > len(examples):
             lines.append(f"{needed} shards need at least {needed} examples (one per shard)")
+    elif formula.family == TWO_SAMPLE_T:
+        from medexp.detectors.dataset_inference import scored_half_size
+
+        nonmembers = len(load_benchmark(cfg, split=str(cfg.detector.nonmember_split)))
+        tested_members, tested_nonmembers = scored_half_size(len(examples)), scored_half_size(nonmembers)
+        n = tested_members + tested_nonmembers
+        lines.append(f"members: {len(examples)} (split {cfg.bench.split}), non-members: {nonmembers} "
+                     f"(split {cfg.detector.nonmember_split}); half B, the tested half: {tested_members} and "
+                     f"{tested_nonmembers} (half A fits the model)")
+        mde = pw.two_sample_t_mde(tested_members, tested_nonmembers, alpha, power, sided)
+        needed = None if effect is None else pw.two_sample_t_n(effect, alpha, power, sided,
+                                                               first_share=tested_members / n)
     else:
         raise NotImplementedError(f"no power computation for formula family {formula.family!r}")
     lines += [f"n: {n} {formula.n_unit}", f"MDE: {mde:.4g} {formula.effect_unit}"]

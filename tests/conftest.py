@@ -111,6 +111,21 @@ def run_medexp(*overrides: str, timeout: int = 900, extra_env: dict[str, str] | 
     )
 
 
+def cell_runs(result: subprocess.CompletedProcess, uri: str) -> dict[tuple[str, str], object]:
+    """The tracked run of each control=none cell a finished ``python -m medexp`` printed, by
+    (model, detector)."""
+    from mlflow.tracking import MlflowClient
+
+    assert result.returncode == 0, result.stderr[-3000:]
+    client = MlflowClient(uri)
+    runs = {}
+    for line in result.stdout.splitlines():
+        match = re.match(r"model=([\w\-]+),bench=\w+,detector=(\w+),control=none .*run_id=(\w+)", line)
+        if match:
+            runs[(match.group(1), match.group(2))] = client.get_run(match.group(3))
+    return runs
+
+
 def parse_summary(stdout: str) -> dict[str, str]:
     """The fields of the one-line cell summary printed by ``python -m medexp``."""
     line = next(line for line in stdout.splitlines() if line.startswith("model="))

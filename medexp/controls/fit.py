@@ -5,7 +5,9 @@ from __future__ import annotations
 from omegaconf import OmegaConf
 
 from medexp.config.schemas import (
+    CodecConfig,
     ControlKind,
+    DatasetInferenceConfig,
     ExchConfig,
     ExchRankConfig,
     ImageNNConfig,
@@ -29,6 +31,14 @@ _NOT_FOR_PAIRS = {
     ControlKind.synthetic: _SYNTHETIC,
     ControlKind.external_baseline: ("a baseline model has no independent counterpart trained without the canaries; "
                                     "name further pairs in detector.pairs or references in detector.reference_models"),
+}
+
+# dataset_inference and codec compare the cell's examples (members) with another split loaded
+# beside them (non-members); a control that changes the members' inputs alone confounds the two.
+_NOT_FOR_DATASET_TESTS = {
+    ControlKind.synthetic: _SYNTHETIC,
+    ControlKind.blind_image: ("it removes the members' images but not the non-members' (another split, loaded "
+                              "as released), so the test would compare image-less members with imaged non-members"),
 }
 
 # perturbation_gap compares each item with its twin; a control that changes one arm's inputs
@@ -55,6 +65,8 @@ def control_misfit(kind: ControlKind, detector_schema: type) -> str | None:
         return _NOT_FOR_IMAGE_NN.get(kind)
     if detector_schema in (MemorizationConfig, MembershipConfig) and kind in _NOT_FOR_PAIRS:
         return _NOT_FOR_PAIRS[kind]
+    if detector_schema in (DatasetInferenceConfig, CodecConfig) and kind in _NOT_FOR_DATASET_TESTS:
+        return _NOT_FOR_DATASET_TESTS[kind]
     if detector_schema is PerturbationGapConfig and kind in _NOT_FOR_TWINS:
         return _NOT_FOR_TWINS[kind]
     if kind is ControlKind.negative_images:

@@ -2,8 +2,10 @@
 
 from medexp.detectors.base import DetectorResult
 from medexp.detectors.exch import exch_detector
+from medexp.detectors.codec import codec_detector
 from medexp.detectors.cohort import CohortScores
 from medexp.detectors.composition_sweep import composition_sweep_detector
+from medexp.detectors.dataset_inference import dataset_inference_detector
 from medexp.detectors.exch_rank import exch_rank_detector
 from medexp.detectors.image_nn import image_nn_detector
 from medexp.detectors.loss import loss_detector
@@ -17,7 +19,9 @@ __all__ = [
     "CohortScores",
     "DetectorResult",
     "PairedLosses",
+    "codec_detector",
     "composition_sweep_detector",
+    "dataset_inference_detector",
     "exch_detector",
     "exch_rank_detector",
     "image_nn_detector",

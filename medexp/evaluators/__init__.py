@@ -26,6 +26,8 @@ EVALUATORS = {
     "composition_sweep": "medexp.evaluators.composition:composition_sweep",
     "memorization": "medexp.evaluators.memorization:memorization",
     "membership": "medexp.evaluators.memorization:membership",
+    "dataset_inference": "medexp.evaluators.dataset_tests:dataset_inference",
+    "codec": "medexp.evaluators.dataset_tests:codec",
     "option_order": "medexp.evaluators.mmdetect:option_order",
     "slot_guess": "medexp.evaluators.mmdetect:slot_guess",
     "text_only": "medexp.evaluators.mmdetect:text_only",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,18 @@ class CellContext:
 
     def scorer(self):
         return self._scorer
+
+    def nonmember_examples(self, split: str) -> list[Example]:
+        """The examples of ``split`` of the cell's benchmark, as non-members against the cell's
+        examples (members: the split its model saw); ``split`` must be another split, which no
+        model of the cell trained on (the demo's heldout)."""
+        from medexp.benchmarks import load_benchmark_from_config
+
+        if split == self.cfg.bench.split:
+            raise ValueError(f"detector.nonmember_split={split} is the cell's own split (the members)")
+        bench_cfg = copy.deepcopy(self.cfg.bench)
+        bench_cfg.split = split
+        return list(load_benchmark_from_config(bench_cfg, self.cache_dir).examples)
 
     def scoring_metrics(self) -> dict[str, float]:
         """``tokens_naive`` and ``tokens_computed`` of the teacher-forced scoring this cell ran

@@ -16,7 +16,6 @@ Every model scores the members and non-members once, through the score cache.
 
 from __future__ import annotations
 
-import copy
 import functools
 import logging
 from collections import Counter
@@ -75,20 +74,13 @@ class DifferentialInputs:
 
     # ------------------------------------------------------------------ members and non-members
     def _benchmark_split(self) -> tuple[list[Example], list[Example]]:
-        from medexp.benchmarks import load_benchmark_from_config
-
         ctx = self.ctx
         split = ctx.cfg.detector.nonmember_split
         if not split:
             raise ValueError(f"detector.nonmember_split is unset: model={ctx.cfg.model.name} is not a trained model "
                              "with a test partition, so name a split of the benchmark that none of the pair's models "
                              "trained on (the demo's is heldout)")
-        if split == ctx.cfg.bench.split:
-            raise ValueError(f"detector.nonmember_split={split} is the cell's own split (the members)")
-        bench_cfg = copy.deepcopy(ctx.cfg.bench)
-        bench_cfg.split = split
-        nonmembers = load_benchmark_from_config(bench_cfg, ctx.cache_dir).examples
-        return list(ctx.examples), list(nonmembers)
+        return list(ctx.examples), ctx.nonmember_examples(split)
 
     def _trained_split(self) -> tuple[list[Example], list[Example]]:
         ctx = self.ctx

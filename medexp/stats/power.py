@@ -18,7 +18,11 @@ states its unit:
 - Spearman's rho: the correlation itself, through Fisher's z with variance 1.06 / (n - 3)
   (Fieller, Hartley & Pearson 1957);
 - one-sample t-test: Cohen's d (mean over standard deviation), power from the noncentral t
-  (the computation of statsmodels' TTestPower, which is not a dependency of medexp).
+  (the computation of statsmodels' TTestPower, which is not a dependency of medexp);
+- two-sample t-test (Welch's, members against non-members): Cohen's d (difference of means over
+  the pooled standard deviation), power from the noncentral t with n1 + n2 - 2 degrees of freedom
+  and noncentrality d sqrt(n1 n2 / (n1 + n2)) (statsmodels' TTestIndPower; with equal variances
+  Welch's degrees of freedom are about n1 + n2 - 2).
 
 ``sided`` is ``"one"`` (the alternative the detectors test: the effect is positive) or
 ``"two"`` (z_{1-alpha/2}, the far tail ignored, except in the exact t computation).
@@ -196,6 +200,46 @@ def one_sample_t_n(d: float, alpha: float, power: float = 0.8, sided: str = "one
     """Values (shards) a one-sample t-test needs to detect Cohen's d."""
     _check_effect(d)
     return smallest_n(lambda n: one_sample_t_mde(n, alpha, power, sided), d, n_min=2)
+
+
+# ---------------------------------------------------------------- two-sample t-test (Cohen's d)
+
+
+def two_sample_t_power(d: float, n_first: int, n_second: int, alpha: float, sided: str = "one") -> float:
+    """Power of a t-test of two independent samples whose means differ by d pooled standard deviations."""
+    _check_n(n_first, 2)
+    _check_n(n_second, 2)
+    df, noncentrality = n_first + n_second - 2, d * math.sqrt(n_first * n_second / (n_first + n_second))
+    if sided == "one":
+        return float(sps.nct.sf(sps.t.ppf(1 - alpha, df), df, noncentrality))
+    critical = sps.t.ppf(1 - alpha / 2, df)
+    return float(sps.nct.sf(critical, df, noncentrality) + sps.nct.sf(critical, df, -noncentrality))
+
+
+def two_sample_t_mde(n_first: int, n_second: int, alpha: float, power: float = 0.8, sided: str = "one") -> float:
+    """The smallest Cohen's d a two-sample t-test of n_first against n_second values detects."""
+    _check_n(n_first, 2)
+    _check_n(n_second, 2)
+    _check_level(power, "power")
+    critical_z(alpha, sided)  # checks alpha and sided
+    upper = 1.0
+    while two_sample_t_power(upper, n_first, n_second, alpha, sided) < power:
+        upper *= 2
+    return optimize.brentq(lambda d: two_sample_t_power(d, n_first, n_second, alpha, sided) - power, 0.0, upper,
+                           xtol=1e-10)
+
+
+def two_sample_t_n(d: float, alpha: float, power: float = 0.8, sided: str = "one", first_share: float = 0.5) -> int:
+    """Values of both samples together (the first a ``first_share`` of them) a two-sample t-test
+    needs to detect Cohen's d."""
+    _check_effect(d)
+    _check_level(first_share, "first_share")
+
+    def mde(n: int) -> float:
+        n_first = min(n - 2, max(2, round(n * first_share)))
+        return two_sample_t_mde(n_first, n - n_first, alpha, power, sided)
+
+    return smallest_n(mde, d, n_min=4)
 
 
 # ---------------------------------------------------------------- shared

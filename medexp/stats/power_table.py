@@ -17,7 +17,7 @@ from medexp.stats import power as pw
 
 @dataclass(frozen=True)
 class PowerFormula:
-    family: str       # paired_accuracy | above_chance | auc | spearman | one_sample_t
+    family: str       # paired_accuracy | above_chance | auc | spearman | one_sample_t | two_sample_t
     sided: str        # "one" or "two", as the detector's test
     n_unit: str       # what n counts
     effect_unit: str  # what the MDE and a target effect= measure
@@ -29,8 +29,9 @@ ABOVE_CHANCE = "above_chance"
 AUC = "auc"
 SPEARMAN = "spearman"
 ONE_SAMPLE_T = "one_sample_t"
+TWO_SAMPLE_T = "two_sample_t"
 MDE_POWER = 0.8  # the power at which a cell's logged MDE is stated
-_SMALLEST_N = {SPEARMAN: 4, ONE_SAMPLE_T: 2}  # Fisher's z needs n - 3 > 0; a t-test two values
+_SMALLEST_N = {SPEARMAN: 4, ONE_SAMPLE_T: 2, TWO_SAMPLE_T: 2}  # Fisher's z needs n - 3 > 0; a t-test two values (per sample)
 
 _MCNEMAR = "accuracy difference (fraction; 0.05 = 5 accuracy points)"
 
@@ -54,6 +55,13 @@ POWER_FORMULAS = {
                               "one-sided permutation test of Spearman's rho"),
     "exch": PowerFormula(ONE_SAMPLE_T, "one", "shards", "Cohen's d of the shard differences",
                          "one-sided one-sample t-test of the shard differences"),
+    "dataset_inference": PowerFormula(TWO_SAMPLE_T, "one", "members and non-members of half B (the tested half; "
+                                      "half A fits the model)", "Cohen's d of the aggregated membership score",
+                                      "one-sided Welch t-test of the linear model's scores on half B: members above "
+                                      "non-members"),
+    "codec": PowerFormula(AUC, "one", "members and non-members",
+                          "AUC above 0.5 (P(a non-member gains more from in-context examples than a member))",
+                          "one-sided Mann-Whitney test: members' in-context gain below non-members'"),
 }
 
 # Kinds whose test has no closed power formula: their MDE comes from simulating that test under
@@ -94,13 +102,14 @@ def detector_mde(kind: str, n: int, alpha: float, power: float = MDE_POWER, chan
                  n_negative: int | None = None) -> float:
     """The MDE of a detector kind at a cell's n and alpha, in its formula's effect unit.
 
-    ``n`` is what the formula's ``n_unit`` counts (members for an AUC, whose non-members are
-    ``n_negative``). Paired accuracy uses var(D) at :func:`medexp.stats.power.paired_difference_variance`'s
+    ``n`` is what the formula's ``n_unit`` counts (members for an AUC or a two-sample t-test, whose
+    non-members are ``n_negative``). Paired accuracy uses var(D) at :func:`medexp.stats.power.paired_difference_variance`'s
     defaults (accuracy 0.5, correlation 0.5), the assumptions ``python -m medexp.power`` states, so
     a cell's logged MDE is the one that command printed before the run; above-chance tests need
     the cell's ``chance`` rate. NaN where n is below what the formula needs."""
     formula = power_formula(kind)
-    if n < _SMALLEST_N.get(formula.family, 1) or (n_negative is not None and n_negative < 1) \
+    smallest = _SMALLEST_N.get(formula.family, 1)
+    if n < smallest or (n_negative is not None and n_negative < (smallest if formula.family == TWO_SAMPLE_T else 1)) \
             or (chance is not None and not 0 < chance < 1):
         return math.nan  # too few units (or a certain chance rate) for the formula: a cell never fails for it
     if formula.family == PAIRED_ACCURACY:
@@ -117,4 +126,8 @@ def detector_mde(kind: str, n: int, alpha: float, power: float = MDE_POWER, chan
         return pw.spearman_mde(n, alpha, power, formula.sided)
     if formula.family == ONE_SAMPLE_T:
         return pw.one_sample_t_mde(n, alpha, power, formula.sided)
+    if formula.family == TWO_SAMPLE_T:
+        if n_negative is None:
+            raise ValueError(f"detector kind {kind!r} compares two samples: its MDE needs the non-members (n_negative)")
+        return pw.two_sample_t_mde(n, n_negative, alpha, power, formula.sided)
     raise NotImplementedError(f"no MDE for formula family {formula.family!r}")

@@ -103,7 +103,7 @@ def test_unknown_group_option_lists_the_available_ones():
 def test_help_lists_groups_and_imports_nothing_heavy():
     result = run_medexp("--help")
     assert result.returncode == 0
-    assert "detector: composition_sweep, exch, exch_rank" in result.stdout
+    assert "detector: codec, composition_sweep, dataset_inference, exch, exch_rank" in result.stdout
     probe = (
         "import sys, medexp; from medexp.config import compose; compose(['detector=exch_rank']);"
         "heavy = [m for m in ('torch', 'transformers', 'mlflow', 'open_clip', 'faiss', 'pandas') if m in sys.modules];"

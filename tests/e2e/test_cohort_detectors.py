@@ -6,13 +6,12 @@ the same planted leak). The clean seeds 1-2 and the second leaky model are built
 
 from __future__ import annotations
 
-import re
 
 import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import run_medexp
+from tests.conftest import cell_runs, run_medexp
 
 pytestmark = pytest.mark.slow
 
@@ -29,16 +28,9 @@ def cohort_cells(demo_cache, tmp_path_factory):
     uri = f"sqlite:///{tmp_path_factory.mktemp('cohort-store') / 'mlflow.db'}"
     result = run_medexp("-m", f"paths.cache_dir={demo_cache}", f"tracking.uri={uri}",
                         "model=demo_clean,demo_leaky", "detector=mink_tail,topk_jaccard,loss", timeout=1800)
-    assert result.returncode == 0, result.stderr[-3000:]
-    client = MlflowClient(uri)
-    runs = {}
-    for line in result.stdout.splitlines():
-        match = re.match(r"model=(\w+),bench=demo,detector=(\w+),control=none .*run_id=(\w+)", line)
-        if match:
-            model, detector, run_id = match.groups()
-            runs[(model, detector)] = client.get_run(run_id)
+    runs = cell_runs(result, uri)
     assert len(runs) == 6, result.stdout
-    return client, runs
+    return MlflowClient(uri), runs
 
 
 @pytest.mark.parametrize("detector", sorted(ARTIFACTS))

@@ -9,27 +9,15 @@
 
 from __future__ import annotations
 
-import re
 
 import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import run_medexp
+from tests.conftest import cell_runs, run_medexp
 from tests.train.tiny import SMALL_ARCHITECTURE, write_config_dir
 
 pytestmark = [pytest.mark.slow, pytest.mark.long]
-
-
-def _runs(result, uri) -> dict[tuple[str, str], object]:
-    assert result.returncode == 0, result.stderr[-3000:]
-    client = MlflowClient(uri)
-    runs = {}
-    for line in result.stdout.splitlines():
-        match = re.match(r"model=([\w\-]+),bench=\w+,detector=(\w+),control=none .*run_id=(\w+)", line)
-        if match:
-            runs[(match.group(1), match.group(2))] = client.get_run(match.group(3))
-    return runs
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +28,7 @@ def tiny_cells(tmp_path_factory):
     uri = f"sqlite:///{root / 'mlflow.db'}"
     result = run_medexp("-m", "--config-dir", str(conf), f"paths.cache_dir={root / 'cache'}", f"tracking.uri={uri}",
                         "model=tiny_vit", "bench=tiny_findings", "detector=memorization,membership", timeout=1200)
-    runs = _runs(result, uri)
+    runs = cell_runs(result, uri)
     assert set(runs) == {("tiny_vit-candidate-s1", "memorization"), ("tiny_vit-candidate-s1", "membership")}
     return MlflowClient(uri), {detector: run for (_, detector), run in runs.items()}
 
@@ -77,11 +65,11 @@ def vlm_cells(demo_cache, tmp_path_factory):
     uri = f"sqlite:///{tmp_path_factory.mktemp('vlm-cells') / 'mlflow.db'}"
     leaky = run_medexp("-m", f"paths.cache_dir={demo_cache}", f"tracking.uri={uri}", "model=demo_leaky",
                        "detector=memorization,membership", timeout=1800)
-    runs = _runs(leaky, uri)
+    runs = cell_runs(leaky, uri)
     for detector in ("memorization", "membership"):  # one process each: detector.pairs is theirs only
         null = run_medexp(f"paths.cache_dir={demo_cache}", f"tracking.uri={uri}", "model=demo_clean_b",
                           f"detector={detector}", "detector.pairs=[{independent:demo_clean}]", timeout=1800)
-        runs.update(_runs(null, uri))
+        runs.update(cell_runs(null, uri))
     return MlflowClient(uri), runs
 
 

@@ -59,6 +59,18 @@ def test_membership_counts_members_and_non_members():
     assert f"MDE: {pw.auc_mde(400, 400, 0.01):.4g} AUC above 0.5" in lines
 
 
+def test_dataset_inference_counts_the_tested_half_and_codec_both_splits():
+    overrides, options = split_arguments(["bench=demo", "detector=dataset_inference"])
+    lines = answer(compose(overrides), options)
+    # the Welch test reads half B: 200 of the 400 test members and 200 of the 400 heldout non-members
+    assert "n: 400 members and non-members of half B (the tested half; half A fits the model)" in lines
+    assert f"MDE: {pw.two_sample_t_mde(200, 200, 0.01):.4g} Cohen's d of the aggregated membership score" in lines
+    overrides, options = split_arguments(["bench=demo", "detector=codec"])
+    lines = answer(compose(overrides), options)
+    assert "n: 800 members and non-members" in lines and any(line.startswith(f"MDE: {pw.auc_mde(400, 400, 0.01):.4g} AUC")
+                                                              for line in lines)
+
+
 def test_text_only_tests_against_the_options_chance_rate():
     overrides, options = split_arguments(["bench=demo", "detector=text_only", "chance=0.25"])
     lines = answer(compose(overrides), options)

@@ -72,6 +72,13 @@ def t_rejections(d: float, n: int, alpha: float, seed: int) -> float:
     return float(np.mean(sps.ttest_1samp(values, 0, axis=1, alternative="greater").pvalue < alpha))
 
 
+def welch_rejections(d: float, n_first: int, n_second: int, alpha: float, seed: int) -> float:
+    """One-sided Welch t-test (dataset_inference's) of two normal samples whose means differ by d SDs."""
+    rng = np.random.default_rng(seed)
+    first, second = rng.normal(d, 1, (DRAWS, n_first)), rng.normal(0, 1, (DRAWS, n_second))
+    return float(np.mean(sps.ttest_ind(first, second, axis=1, equal_var=False, alternative="greater").pvalue < alpha))
+
+
 # ---------------------------------------------------------------- paired accuracy
 
 
@@ -164,6 +171,26 @@ def test_t_by_hand():
     assert pw.one_sample_t_n(0.5, 0.05) == 27 and pw.one_sample_t_n(0.5, 0.05, sided="two") == 34
 
 
+@pytest.mark.parametrize("n_first, n_second", [(30, 30), (20, 45)])
+def test_two_sample_t_mde_is_detected_at_the_nominal_power(n_first, n_second):
+    mde = pw.two_sample_t_mde(n_first, n_second, 0.05)
+    assert abs(welch_rejections(mde, n_first, n_second, 0.05, seed=11) - 0.8) < POWER_TOLERANCE
+    assert abs(welch_rejections(0.0, n_first, n_second, 0.05, seed=12) - 0.05) < ALPHA_TOLERANCE
+
+
+def test_two_sample_t_by_hand():
+    # the normal approximation (z95 + z80) / sqrt(n1 n2 / (n1 + n2)) = 2.486475 / sqrt(15) = 0.642000,
+    # the noncentral t a little above it
+    assert (Z95 + Z80) / math.sqrt(15) < pw.two_sample_t_mde(30, 30, 0.05) < 0.66
+    assert pw.two_sample_t_power(0.0, 30, 30, 0.05) == pytest.approx(0.05)
+    # G*Power's (and statsmodels TTestIndPower's) sample sizes for d = 0.5, alpha 0.05, power 0.8:
+    # 51 per group one-tailed, 64 per group two-tailed
+    assert pw.two_sample_t_mde(51, 51, 0.05) <= 0.5 < pw.two_sample_t_mde(50, 50, 0.05)
+    assert pw.two_sample_t_mde(64, 64, 0.05, sided="two") <= 0.5 < pw.two_sample_t_mde(63, 63, 0.05, sided="two")
+    # in all, groups of 50 and 51 already reach it (the power rises with n1 n2 / (n1 + n2))
+    assert pw.two_sample_t_n(0.5, 0.05) == 101
+
+
 # ---------------------------------------------------------------- inverses and errors
 
 
@@ -173,6 +200,7 @@ def test_t_by_hand():
     (lambda n: pw.auc_mde(n // 2, n - n // 2, 0.01), lambda e: pw.auc_n(e, 0.01)),
     (lambda n: pw.spearman_mde(n, 0.01), lambda e: pw.spearman_n(e, 0.01)),
     (lambda n: pw.one_sample_t_mde(n, 0.01), lambda e: pw.one_sample_t_n(e, 0.01)),
+    (lambda n: pw.two_sample_t_mde(n // 2, n - n // 2, 0.01), lambda e: pw.two_sample_t_n(e, 0.01)),
 ])
 @pytest.mark.parametrize("n", [50, 451])
 def test_the_n_needed_for_the_mde_of_n_is_n(mde, needed, n):

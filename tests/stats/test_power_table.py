@@ -24,7 +24,7 @@ def test_every_detector_kind_is_covered_once():
 
 
 def test_every_formula_names_a_computed_family_and_a_side():
-    families = {"paired_accuracy", "above_chance", "auc", "spearman", "one_sample_t"}
+    families = {"paired_accuracy", "above_chance", "auc", "spearman", "one_sample_t", "two_sample_t"}
     for formula in POWER_FORMULAS.values():
         assert formula.family in families and formula.sided in pw.SIDES
 
@@ -51,6 +51,12 @@ def test_a_cells_mde_is_its_kinds_formula_at_the_power_commands_assumptions():
     assert detector_mde("exch", 50, 0.01) == pytest.approx(pw.one_sample_t_mde(50, 0.01))
     with pytest.raises(ValueError, match="non-members"):
         detector_mde("membership", 300, 0.01)
+    # dataset_inference: Cohen's d of half B's members against its non-members; codec: an AUC
+    assert detector_mde("dataset_inference", 200, 0.01, n_negative=150) == pytest.approx(pw.two_sample_t_mde(200, 150, 0.01))
+    assert detector_mde("codec", 400, 0.01, n_negative=400) == pytest.approx(pw.auc_mde(400, 400, 0.01))
+    with pytest.raises(ValueError, match="non-members"):
+        detector_mde("dataset_inference", 200, 0.01)
+    assert math.isnan(detector_mde("dataset_inference", 200, 0.01, n_negative=1))
     # too few units for a formula: no MDE, never a failed cell
     assert math.isnan(detector_mde("exch_rank", 3, 0.01)) and math.isnan(detector_mde("exch", 1, 0.01))
     assert math.isnan(detector_mde("text_only", 20, 0.01, chance=1.0))

@@ -4,7 +4,7 @@ Registered in Hydra's ConfigStore by :func:`register_schemas`, so that a YAML fi
 type or an unknown key fails at composition with a message naming the offending key.
 One module per axis (model, bench, images, control, root, report); one per detector family, beside
 its evaluator module in medexp.evaluators (exchangeability, cohort, composition, memorization,
-images, mmdetect, medvigil, perturbation), over their common base (detector); one for the
+images, mmdetect, medvigil, perturbation, dataset_tests), over their common base (detector); one for the
 answering section that answering detectors embed (answers), MM-Detect's keyword section
 (keywords), translators (translator) and the bench's twin section (twin); and two for
 `python -m medexp.train` (train, train_app). Model, benchmark and tracking configs share one
@@ -47,6 +47,12 @@ from medexp.config.schemas.cohort import (  # noqa: F401
     TopKJaccardConfig,
 )
 from medexp.config.schemas.composition import CompositionSweepConfig  # noqa: F401
+from medexp.config.schemas.dataset_tests import (  # noqa: F401
+    CodecConfig,
+    DatasetInferenceConfig,
+    DatasetTestBase,
+    MembershipFeature,
+)
 from medexp.config.schemas.detector import DetectorBase  # noqa: F401
 from medexp.config.schemas.exchangeability import ExchConfig, ExchRankConfig  # noqa: F401
 from medexp.config.schemas.images import (  # noqa: F401
@@ -125,6 +131,8 @@ DETECTOR_SCHEMAS = {
     "composition_sweep": CompositionSweepConfig,
     "memorization": MemorizationConfig,
     "membership": MembershipConfig,
+    "dataset_inference": DatasetInferenceConfig,
+    "codec": CodecConfig,
     "option_order": OptionOrderConfig,
     "slot_guess": SlotGuessConfig,
     "text_only": TextOnlyConfig,

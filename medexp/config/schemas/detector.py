@@ -1,5 +1,6 @@
 """The base of every detector schema (conf/detector/); each family's schemas sit in its own module
-(exchangeability, cohort, composition, memorization, images, mmdetect, medvigil, perturbation)."""
+(exchangeability, cohort, composition, memorization, images, mmdetect, medvigil, perturbation,
+dataset_tests)."""
 
 from __future__ import annotations
 
