@@ -104,9 +104,12 @@ def dose_response_figure(curves: Sequence[DoseCurve]):
         axes.set_ylim(-0.04, 1.04)
     from matplotlib.lines import Line2D
 
-    grid[0, 0].legend(handles=[Line2D([], [], marker="o", color="tab:gray", label="flag"),
-                               Line2D([], [], marker="o", color="tab:gray", markerfacecolor="white", linestyle="--",
-                                      label="Bonferroni p < alpha")], fontsize=7, loc="center right")
+    figure.legend(handles=[Line2D([], [], marker="o", color="tab:blue", label="clean (dose 0): false positives"),
+                           Line2D([], [], marker="o", color="tab:red", label="leaky: power"),
+                           Line2D([], [], marker="o", color="tab:gray", label="the detector's flag"),
+                           Line2D([], [], marker="o", color="tab:gray", markerfacecolor="white", linestyle="--",
+                                  label="Bonferroni p < alpha (the seed's family)")],
+                  loc="outside lower center", ncols=4, fontsize=8)
     for axes in grid.flat[len(curves):]:
         axes.set_visible(False)
     for axes in grid[-1, :]:
