@@ -21,7 +21,7 @@ log = logging.getLogger("medexp")
 
 def baseline_models(control_cfg, cell_model_cfg) -> list:
     """Composed model configs of ``control.baselines``, each once, never the cell's own model."""
-    from medexp.config import model_config
+    from medexp.config import listed_model_config
 
     names = list(control_cfg.baselines)
     if not names:
@@ -29,7 +29,7 @@ def baseline_models(control_cfg, cell_model_cfg) -> list:
     seen = {str(cell_model_cfg.name)}
     configs = []
     for name in names:
-        model_cfg = model_config(name)
+        model_cfg = listed_model_config(str(name))  # a name, or a name with overrides
         if str(model_cfg.name) in seen:
             continue
         seen.add(str(model_cfg.name))

@@ -127,7 +127,7 @@ class DifferentialInputs:
         return str(example.meta[field])
 
     def losses(self, reference_models: list[str] | None = None):
-        from medexp.config import model_config
+        from medexp.config import listed_model_config
         from medexp.detectors import PairedLosses
 
         classes = [self.class_of(example) for example in self.examples]
@@ -139,7 +139,8 @@ class DifferentialInputs:
         counts = Counter(population)
         frequency = [counts[cls] / len(population) for cls in classes]
         tables = [(pair.label, self._scores(pair.candidate), self._scores(pair.independent)) for pair in self.pairs]
-        references = [(name, self._scores(model_config(name))) for name in (reference_models or [])]
+        # entries may carry overrides ("demo_clean_replicate demo.seed=11"); each is labelled by its model name
+        references = [(str(cfg.name), self._scores(cfg)) for cfg in map(listed_model_config, map(str, reference_models or []))]
         return PairedLosses.from_score_tables(
             [example.example_id for example in self.examples], [True] * len(self.members) + [False] * len(self.nonmembers),
             classes, frequency, tables, references,

@@ -52,7 +52,7 @@ def with_seed(model_cfg, seed: int) -> DictConfig:
 
 def counterpart(model_cfg) -> DictConfig:
     """The independent model of ``model_cfg`` (see the module docstring)."""
-    from medexp.config import model_config
+    from medexp.config import listed_model_config
     from medexp.config.schemas import TrainArm
 
     if is_trained(model_cfg):
@@ -62,7 +62,7 @@ def counterpart(model_cfg) -> DictConfig:
     if not model_cfg.get("independent"):
         raise ValueError(f"model={model_cfg.name} names no independent counterpart: set `independent:` in its "
                          "config, or name the pair's independent model in detector.pairs")
-    return model_config(str(model_cfg.independent))
+    return listed_model_config(str(model_cfg.independent))
 
 
 def replicate_seeds(model_cfg, seeds: Sequence[int] | None) -> list[int | None]:
@@ -77,26 +77,26 @@ def replicate_seeds(model_cfg, seeds: Sequence[int] | None) -> list[int | None]:
 def seeded_pair(candidate, independent_name: str | None, seed: int | None) -> ModelPairConfigs:
     """The pair of ``candidate`` retrained with ``seed`` (None: as configured): its counterpart,
     or the model config ``independent_name``, retrained with the same seed."""
-    from medexp.config import model_config
+    from medexp.config import listed_model_config
 
     seeded = candidate if seed is None else with_seed(candidate, seed)
     if independent_name is None and is_trained(seeded):
         return ModelPairConfigs(seeded, counterpart(seeded), seed)  # the same spec: the seed comes along
-    independent = counterpart(candidate) if independent_name is None else model_config(independent_name)
+    independent = counterpart(candidate) if independent_name is None else listed_model_config(str(independent_name))
     return ModelPairConfigs(seeded, independent if seed is None else with_seed(independent, seed), seed)
 
 
 def resolve_pairs(cell_model, pairs: Sequence, seeds: Sequence[int] | None) -> list[ModelPairConfigs]:
     """The (candidate, independent) model configs of ``pairs`` (detector.pairs entries), each
     replicated over the seeds; a candidate of None is ``cell_model``."""
-    from medexp.config import model_config
+    from medexp.config import listed_model_config
     from medexp.config.schemas import TrainArm
 
     if not pairs:
         raise ValueError("detector.pairs is empty: name at least one (candidate, independent) pair")
     resolved = []
     for entry in pairs:
-        candidate = cell_model if entry.candidate is None else model_config(str(entry.candidate))
+        candidate = cell_model if entry.candidate is None else listed_model_config(str(entry.candidate))
         if is_trained(candidate) and TrainArm(candidate.train.arm) is not TrainArm.candidate:
             raise ValueError(f"model={candidate.name} is an independent arm (train.arm=independent); "
                              "the candidate of a pair must be the arm that saw the canaries")
