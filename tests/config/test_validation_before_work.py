@@ -31,6 +31,8 @@ SECRET = "sk-proj-AbC123xYz789SecretSecret"
     (["detector=memorization", "detector.risk_tiers=[0.1]"], "must be two increasing bounds"),
     (["detector=membership", "detector.fprs=[]"], "detector.fprs=[] names no false-positive rate"),
     (["detector=membership", "detector.fprs=[0.01,1.5]"], "detector.fprs=[0.01, 1.5] is out of range"),
+    (["detector=membership", "detector.fdr=1.5"], "detector.fdr=1.5 is out of range"),
+    (["detector=membership", "detector.shift_folds=1"], "detector.shift_folds=1 is out of range"),
     (["model=demo_vit", "model.train.dp.accountant=bogus"], "model.train.dp.accountant='bogus' is not an opacus accountant"),
     (["model=demo_vit", "model.train.dp.delta=0"], "model.train.dp.delta=0"),
     (["model=demo_vit", "model.train.replicate_seeds=[]"], "model.train.replicate_seeds=[] names no seed"),
