@@ -116,3 +116,5 @@ def test_a_clean_model_of_another_seed_is_not_flagged(vlm_cells):
     for detector in ("memorization", "membership"):
         metrics = runs[("demo_clean_b", detector)].data.metrics
         assert metrics["flag"] == 0.0 and metrics["p_value"] > 0.01, detector
+    # nor is any of its members named as memorised at FDR 0.1 (measured: smallest BH q 0.67)
+    assert runs[("demo_clean_b", "membership")].data.metrics["n_memorised_at_fdr"] == 0
