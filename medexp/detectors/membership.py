@@ -19,6 +19,16 @@ example), a one-sided permutation test of the AUC (p, unit: example), TPR at the
 low FPRs (the view that the average AUC hides; with n0 non-members the FPR moves in steps of
 1/n0), the Youden threshold and its in-sample accuracy per pair, and the AUC per class. The
 cell's ``p_value`` and ``statistic`` are those of ``detector.attack``.
+
+Two checks beside the attacks:
+
+* the distribution-shift control (:mod:`medexp.stats.shift`): a classifier on the inputs alone,
+  no model, tries to tell members from non-members; ``shift_confounded`` is 1 when its
+  cross-validated AUC is significant at ``alpha``, and then every attack's AUC may measure the
+  shift rather than memorisation;
+* per-example membership (:mod:`medexp.stats.conformal`): each member's conformal p-value under
+  ``detector.attack`` against the non-members' scores, Benjamini-Hochberg over the members, the
+  members discovered at ``detector.fdr`` (``n_memorised_at_fdr``, table ``member_discoveries``).
 """
 
 from __future__ import annotations
@@ -30,8 +40,10 @@ from medexp.config.schemas import LiraVariance, MembershipAttack
 from medexp.detectors.base import DetectorResult
 from medexp.detectors.differential import PairedLosses, metric_key
 from medexp.hashing import derive_seed
+from medexp.stats.conformal import conformal_discoveries
 from medexp.stats.power_table import detector_mde
 from medexp.stats.roc import auc_bootstrap_ci, auc_permutation_test, mean_auc, tpr_at_fpr, youden_point
+from medexp.stats.shift import ShiftInputs, shift_test
 
 _P_MAX = -1e-15  # log p is capped here, so that phi = log p - log(1 - p) stays finite when p rounds to 1
 
@@ -73,7 +85,8 @@ def lira_scores(losses: PairedLosses, variance: LiraVariance) -> np.ndarray:
     return (logit_confidence(losses.candidate_logprob) - mu) / sigma
 
 
-def membership_detector(losses: PairedLosses, cfg, seed: int) -> DetectorResult:
+def membership_detector(losses: PairedLosses, inputs: ShiftInputs, cfg, seed: int) -> DetectorResult:
+    """The attacks on ``losses``; the shift control on ``inputs`` (the same examples, in order)."""
     labels = losses.member
     fprs = [float(value) for value in cfg.fprs]
     primary = MembershipAttack(cfg.attack)
@@ -117,10 +130,29 @@ def membership_detector(losses: PairedLosses, cfg, seed: int) -> DetectorResult:
         # the AUC above 0.5 this test detects with power 0.8 at these members and non-members
         "mde": detector_mde("membership", int(labels.sum()), cfg.alpha, n_negative=int((~labels).sum())),
     }
+    shift = shift_test(inputs, labels, int(cfg.shift_folds), int(cfg.shift_permutations), int(cfg.n_bootstrap),
+                       float(cfg.ci_level), seed)
+    metrics.update({"shift_auc": shift.auc, "shift_auc_ci_low": shift.ci_low, "shift_auc_ci_high": shift.ci_high,
+                    "shift_p_value": shift.p_value, "shift_null_mean": shift.null_mean,
+                    "shift_folds": float(shift.n_folds), "shift_uses_numeric": float(inputs.numeric is not None),
+                    "shift_confounded": float(shift.p_value < cfg.alpha)})
+    discoveries = _member_discoveries(losses, scores[primary.value], float(cfg.fdr))
+    metrics["n_memorised_at_fdr"] = float(discoveries["discovered"].sum())
     example_scores = pd.DataFrame({"example_id": losses.example_ids, "member": labels, "class": losses.classes, **scores})
     return DetectorResult(metrics, table, "attacks", {"roc": _roc_figure(labels, scores, primary)},
                           extra_tables={"per_pair": pd.DataFrame(per_pair), "per_class_auc": pd.DataFrame(per_class),
-                                        "scores": example_scores})
+                                        "scores": example_scores, "member_discoveries": discoveries})
+
+
+def _member_discoveries(losses: PairedLosses, scores: np.ndarray, fdr: float) -> pd.DataFrame:
+    """Per member (most significant first): its score under the cell's attack, its conformal p
+    against the non-members, its BH q over the members, and whether q <= fdr."""
+    members = losses.member
+    found = conformal_discoveries(scores[members], scores[~members], fdr)
+    table = pd.DataFrame({"example_id": np.asarray(losses.example_ids, dtype=object)[members],
+                          "class": losses.classes[members], "score": scores[members], "conformal_p": found.p_values,
+                          "bh_q": found.q_values, "discovered": found.discovered})
+    return table.sort_values(["conformal_p", "example_id"], kind="stable").reset_index(drop=True)
 
 
 def _tpr_key(fpr: float) -> str:

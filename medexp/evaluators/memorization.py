@@ -11,7 +11,9 @@ non-members:
   for demo_leaky) and the split ``detector.nonmember_split`` of the same benchmark (the demo's
   heldout split, which no demo model trains on).
 
-Every model scores the members and non-members once, through the score cache.
+Every model scores the members and non-members once, through the score cache. The membership
+cell's distribution-shift control reads the members' and non-members' inputs only: their text
+(question, options, answer) and, when every example has an image, simple image statistics.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ def membership(ctx: CellContext) -> DetectorResult:
     from medexp.detectors import membership_detector
 
     inputs = DifferentialInputs(ctx)
-    result = membership_detector(inputs.losses(list(ctx.cfg.detector.reference_models)), ctx.cfg.detector, ctx.seed)
+    result = membership_detector(inputs.losses(list(ctx.cfg.detector.reference_models)), shift_inputs(inputs.examples),
+                                 ctx.cfg.detector, ctx.seed)
     result.metrics.update(inputs.training_metrics())
     return result
 
@@ -171,6 +174,28 @@ class DifferentialInputs:
         if epsilons:
             metrics["train_epsilon"] = float(np.mean(epsilons))
         return metrics
+
+
+def shift_inputs(examples: list[Example]):
+    """What the shift control reads of each example: its text (question, options, answer) and,
+    when every example has an image, the image's statistics."""
+    from medexp.stats.shift import ShiftInputs
+
+    texts = [" ".join([example.question, *(example.options or ()), example.answer]) for example in examples]
+    with_images = all(example.image is not None for example in examples)
+    return ShiftInputs(texts, _image_statistics([example.image for example in examples]) if with_images else None)
+
+
+def _image_statistics(paths) -> np.ndarray:
+    """Per image: width, height, and each RGB channel's mean and standard deviation (cheap
+    statistics in which two image sources, scanners or preprocessings tend to differ)."""
+    from medexp.benchmarks.images import read_image
+
+    rows = []
+    for path in paths:
+        pixels = np.asarray(read_image(path, "RGB"), dtype=np.float64)
+        rows.append([pixels.shape[1], pixels.shape[0], *pixels.mean(axis=(0, 1)), *pixels.std(axis=(0, 1))])
+    return np.asarray(rows)
 
 
 def _atypicality(inputs: DifferentialInputs, embedder_cfg, cache_dir) -> np.ndarray:

@@ -124,7 +124,7 @@ def write_report(output_dir: Path, results: Sequence[ClaimResult], index: CellIn
 
 
 def report_metrics(results: Sequence[ClaimResult]) -> dict[str, float]:
-    """``claims_<status word>`` per word printed, ``outcome_<holds|fails|no_evidence>`` and ``n_claims``."""
+    """``claims_<status word>`` per word printed, ``outcome_<outcome>`` per :class:`Outcome` and ``n_claims``."""
     metrics = {"n_claims": float(len(results))}
     for word, count in status_counts(results).items():
         metrics[f"claims_{_metric_name(word)}"] = float(count)

@@ -24,6 +24,7 @@ ANY = "*"
 PATTERN_CHARACTERS = frozenset("*?[")  # a selected name holding one of them is a glob pattern (fnmatch)
 NO_EVIDENCE = "no evidence"  # the status of a claim whose evidence is incomplete (reserved word)
 UNDERPOWERED = "underpowered"  # the status of a claim a selected cell could not have shown (reserved word)
+CONFOUNDED = "confounded"  # the status of a claim resting on a cell whose inputs alone separate its groups (reserved)
 GROUP = "claims"
 
 
@@ -120,7 +121,7 @@ def claim_from_config(node, file_id: str) -> Claim:
         word = statuses.get(key)
         if not _given(word):
             raise ClaimError(f"{where}: statuses.{key} must be a status word (e.g. survives, collapses)")
-        if str(word).strip() in (NO_EVIDENCE, UNDERPOWERED):
+        if str(word).strip() in (NO_EVIDENCE, UNDERPOWERED, CONFOUNDED):
             raise ClaimError(f"{where}: statuses.{key} may not be {str(word).strip()!r}, which the report reserves")
     if not data["evidence"]:
         raise ClaimError(f"{where}: 'evidence' lists no items")

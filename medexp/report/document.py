@@ -28,7 +28,7 @@ class Strong:
 @dataclass(frozen=True)
 class Status:
     word: str
-    outcome: str  # holds, fails, no evidence or underpowered: the HTML colour
+    outcome: str  # holds, fails, no evidence, underpowered or confounded: the HTML colour
 
 
 @dataclass(frozen=True)
@@ -170,6 +170,7 @@ code {{ background: #f5f5f5; padding: 0 0.2rem; }}
 .status.fails {{ color: #b3261e; }}
 .status.no-evidence {{ color: #8a6d00; }}
 .status.underpowered {{ color: #8a6d00; }}
+.status.confounded {{ color: #8a6d00; }}
 figure img {{ max-width: 100%; }}
 figcaption {{ font-style: italic; font-size: 0.9rem; }}
 </style>

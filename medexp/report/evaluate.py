@@ -16,6 +16,13 @@ could not have shown it, so its verdict is no evidence either way. An item is un
 its outcome turns on such cells (counted as meeting the condition it holds, counted as not it
 fails, or the reverse); a claim is underpowered when none of its items fails or lacks evidence
 and one is underpowered, and its status names the largest MDE: "underpowered (MDE x > effect y)".
+
+A claim that would hold is "confounded" instead when one of the cells it rests on failed its
+distribution-shift control (``shift_confounded`` 1: a classifier on the inputs alone, no model,
+tells the cell's members from its non-members, so a membership or Min-K%-type result there may
+measure the shift, not memorisation). Its status names the largest shift AUC: "confounded
+(inputs alone tell members from non-members: shift AUC x)". A claim that fails, lacks evidence
+or is underpowered keeps that status.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from enum import Enum
 from typing import Sequence
 
 from medexp.report.cells import CellIndex, CellRun
-from medexp.report.claims import ANY, AXES, NO_EVIDENCE, UNDERPOWERED, Claim, Evidence
+from medexp.report.claims import ANY, AXES, CONFOUNDED, NO_EVIDENCE, UNDERPOWERED, Claim, Evidence
 from medexp.report.conditions import percentile_key, percentile_ranks
 from medexp.cell import Cell
 
@@ -36,6 +43,7 @@ class Outcome(str, Enum):
     fails = "fails"
     no_evidence = NO_EVIDENCE
     underpowered = UNDERPOWERED
+    confounded = CONFOUNDED
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,7 @@ class CellCheck:
     values: dict[str, float]
     met: bool
     underpowered: str | None = None  # "underpowered (MDE x > effect y)" when it could not show the claim's effect
+    confounded: str | None = None  # "confounded (... shift AUC x)" when its inputs alone separate its groups
 
 
 @dataclass(frozen=True)
@@ -75,6 +84,12 @@ class EvidenceResult:
         weak = [check for check in self.checks if check.underpowered]
         return max(weak, key=lambda check: check.cell.values["mde"]) if weak else None
 
+    @property
+    def most_confounded(self) -> CellCheck | None:
+        """The confounded cell with the largest shift AUC, if any."""
+        confounded = [check for check in self.checks if check.confounded]
+        return max(confounded, key=lambda check: check.cell.values.get("shift_auc", -math.inf)) if confounded else None
+
 
 @dataclass(frozen=True)
 class ClaimResult:
@@ -84,10 +99,14 @@ class ClaimResult:
 
     @property
     def status(self) -> str:
-        """The word the report prints: the claim's own words, "no evidence" or "underpowered (MDE x > effect y)"."""
+        """The word the report prints: the claim's own words, "no evidence", "underpowered (MDE x >
+        effect y)" or "confounded (inputs alone tell members from non-members: shift AUC x)"."""
         if self.outcome is Outcome.underpowered:
             weakest = [item.weakest for item in self.items if item.outcome is Outcome.underpowered]
             return max(weakest, key=lambda check: check.cell.values["mde"]).underpowered
+        if self.outcome is Outcome.confounded:
+            confounded = [item.most_confounded for item in self.items if item.outcome is Outcome.confounded]
+            return max(confounded, key=lambda check: check.cell.values.get("shift_auc", -math.inf)).confounded
         return {Outcome.holds: self.claim.holds, Outcome.fails: self.claim.fails}.get(self.outcome, NO_EVIDENCE)
 
 
@@ -99,7 +118,7 @@ def evaluate_claim(claim: Claim, index: CellIndex) -> ClaimResult:
     items = tuple(evaluate_evidence(evidence, index, claim.effect) for evidence in claim.evidence)
     outcomes = {item.outcome for item in items}
     # a decided failure outweighs an underpowered item: the claim cannot hold whatever more power shows
-    for outcome in (Outcome.no_evidence, Outcome.fails, Outcome.underpowered):
+    for outcome in (Outcome.no_evidence, Outcome.fails, Outcome.underpowered, Outcome.confounded):
         if outcome in outcomes:
             return ClaimResult(claim, items, outcome)
     return ClaimResult(claim, items, Outcome.holds)
@@ -112,6 +131,14 @@ def underpowered(values, effect: float | None) -> str | None:
     if effect is None or not math.isfinite(mde) or flag != 0 or mde <= effect:
         return None
     return f"{UNDERPOWERED} (MDE {mde:.3g} > effect {effect:g})"
+
+
+def confounded(values) -> str | None:
+    """"confounded (inputs alone tell members from non-members: shift AUC x)" for a cell whose
+    shift control rejected (``shift_confounded`` 1); None otherwise (no shift control logged)."""
+    if values.get("shift_confounded", math.nan) != 1:
+        return None
+    return f"{CONFOUNDED} (inputs alone tell members from non-members: shift AUC {values.get('shift_auc', math.nan):.3g})"
 
 
 def evaluate_evidence(evidence: Evidence, index: CellIndex, effect: float | None = None) -> EvidenceResult:
@@ -145,8 +172,8 @@ def evaluate_evidence(evidence: Evidence, index: CellIndex, effect: float | None
         for name in sorted(condition.ranked) if usable else ():
             for (_, values), share in zip(usable, percentile_ranks([values[name] for _, values in usable])):
                 values[percentile_key(name)] = share
-    checks = [CellCheck(cell, values, condition.holds(values), underpowered(cell.values, effect))
-              for cell, values in usable]
+    checks = [CellCheck(cell, values, condition.holds(values), underpowered(cell.values, effect),
+                        confounded(cell.values)) for cell, values in usable]
     if evidence.expect is not None and len(seen) != evidence.expect:
         named = {attempt.run_id for entry in missing for attempt in entry.attempts}
         missing.append(_unexpected_count(evidence, index, len(seen), named))
@@ -162,6 +189,8 @@ def evaluate_evidence(evidence: Evidence, index: CellIndex, effect: float | None
             outcome = Outcome.underpowered
         else:
             outcome = Outcome.holds if verdicts.pop() else Outcome.fails
+        if outcome is Outcome.holds and any(check.confounded for check in checks):
+            outcome = Outcome.confounded
     return EvidenceResult(evidence, tuple(checks), tuple(missing), outcome)
 
 

@@ -71,6 +71,10 @@ def _claim_blocks(result: ClaimResult) -> list[Block]:
     facts = [["Status: ", Status(result.status, result.outcome.value), f" (rule: {claim.describe()})"]]
     if claim.source:
         facts.append([f"Source: {claim.source}"])
+    if result.outcome is Outcome.confounded:
+        facts.append([("Confounded: the claim's rule holds, but a selected cell failed its distribution-shift "
+                       "control (shift_confounded 1: a classifier on the inputs alone, no model, tells its members "
+                       "from its non-members), so what its attacks measure may be the shift, not memorisation.")])
     if claim.manual_review:
         facts.append([Strong("Manual review: "), claim.manual_review])
     blocks: list[Block] = [Heading(3, f"{claim.id}: {result.status}", anchor=claim.id),
@@ -91,7 +95,7 @@ def _evidence_blocks(item: EvidenceResult) -> list[Block]:
         names = sorted(evidence.condition.names)
         blocks.append(Table(["cell", "run", *names, "meets the rule"], [
             [[Code(check.cell.key)], [Code(check.cell.run_id)], *([_number(check.values[name])] for name in names),
-             ["yes" if check.met else "no", *([f"; {check.underpowered}"] if check.underpowered else [])]]
+             ["yes" if check.met else "no", *(f"; {note}" for note in (check.underpowered, check.confounded) if note)]]
             for check in item.checks
         ]))
     if item.missing:
@@ -114,9 +118,12 @@ def _rule_text(item: EvidenceResult) -> list:
 
 
 def _outcome_text(item: EvidenceResult) -> str:
-    """The item's outcome; an underpowered one names its largest MDE against the claim's effect."""
+    """The item's outcome; an underpowered one names its largest MDE against the claim's effect, a
+    confounded one its largest shift AUC."""
     if item.outcome is Outcome.underpowered:
         return item.weakest.underpowered
+    if item.outcome is Outcome.confounded:
+        return item.most_confounded.confounded
     return item.outcome.value
 
 

@@ -36,6 +36,8 @@ SECRET = "sk-proj-AbC123xYz789SecretSecret"
     (["detector=dataset_inference", "detector.k_percent=0"], "detector.k_percent=0"),
     (["detector=codec", "detector.n_context=0"], "detector.n_context=0"),
     (["detector=codec", "detector.context_template='Q: {question}'"], "lacks ['{answer}']"),
+    (["detector=membership", "detector.fdr=1.5"], "detector.fdr=1.5 is out of range"),
+    (["detector=membership", "detector.shift_folds=1"], "detector.shift_folds=1 is out of range"),
     (["model=demo_vit", "model.train.dp.accountant=bogus"], "model.train.dp.accountant='bogus' is not an opacus accountant"),
     (["model=demo_vit", "model.train.dp.delta=0"], "model.train.dp.delta=0"),
     (["model=demo_vit", "model.train.replicate_seeds=[]"], "model.train.replicate_seeds=[] names no seed"),

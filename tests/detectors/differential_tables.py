@@ -7,6 +7,7 @@ from omegaconf import OmegaConf
 
 from medexp.config.schemas import MembershipConfig, MemorizationConfig
 from medexp.detectors import PairedLosses
+from medexp.stats.shift import ShiftInputs
 
 
 def memorization_config(**overrides):
@@ -56,3 +57,19 @@ def drawn(seed: int, n_members: int = 60, n_nonmembers: int = 60, pairs: int = 2
     target = member if planted_class is None else member & (classes == planted_class)
     candidate = candidate * np.exp(-planted * target)  # the planted examples' loss shrinks
     return losses(member, classes, candidate, independent)
+
+
+def alike_inputs(table: PairedLosses, seed: int = 0) -> ShiftInputs:
+    """Texts for the examples of ``table``, drawn alike for members and non-members (eight words
+    of one vocabulary each): the shift control has nothing to find."""
+    rng = np.random.default_rng(seed)
+    words = np.array([f"word{i}" for i in range(40)])
+    return ShiftInputs([" ".join(rng.choice(words, size=8)) for _ in table.example_ids])
+
+
+def shifted_inputs(table: PairedLosses, seed: int = 0) -> ShiftInputs:
+    """Texts whose vocabulary gives membership away: members draw from the first 30 of 40 words,
+    non-members from the last 30 (a source shift, no memorisation)."""
+    rng = np.random.default_rng(seed)
+    words = np.array([f"word{i}" for i in range(40)])
+    return ShiftInputs([" ".join(rng.choice(words[:30] if member else words[10:], size=8)) for member in table.member])

@@ -12,7 +12,7 @@ from medexp.config.schemas import LiraVariance, MembershipAttack
 from medexp.detectors import membership_detector
 from medexp.detectors.membership import attack_scores, logit_confidence
 from medexp.stats.power import auc_mde
-from tests.detectors.differential_tables import drawn, losses, membership_config
+from tests.detectors.differential_tables import alike_inputs, drawn, losses, membership_config, shifted_inputs
 
 MEMBER = [True, True, True, False, False, False]
 CLASSES = ["a", "b", "a", "b", "a", "b"]
@@ -69,7 +69,8 @@ def test_lira_with_one_reference_is_the_logit_difference_and_per_example_needs_t
 
 
 def test_metrics_against_scikit_learn(table):
-    result = membership_detector(table, membership_config(n_permutations=999, n_bootstrap=200), seed=0)
+    result = membership_detector(table, alike_inputs(table), membership_config(n_permutations=999, n_bootstrap=200),
+                                 seed=0)
     labels = np.asarray(MEMBER)
     for attack in MembershipAttack:
         expected = roc_auc_score(labels, attack_scores(table, attack)[0])
@@ -95,7 +96,9 @@ def test_metrics_against_scikit_learn(table):
 def test_null_attacks_sit_at_chance_and_p_is_uniform():
     p_values, aucs = [], []
     for seed in range(80):
-        result = membership_detector(drawn(seed), membership_config(n_permutations=99, n_bootstrap=10), seed)
+        table = drawn(seed)
+        config = membership_config(n_permutations=99, n_bootstrap=10, shift_permutations=9)
+        result = membership_detector(table, alike_inputs(table, seed), config, seed)
         p_values.append(result.metrics["p_value"])
         aucs.append(result.metrics["lira_auc"])
     p_values = np.asarray(p_values)
@@ -107,7 +110,8 @@ def test_null_attacks_sit_at_chance_and_p_is_uniform():
 
 def test_power_planted_members_are_detected_and_the_control_stays_at_chance():
     table = drawn(seed=3, n_members=150, n_nonmembers=150, pairs=3, planted=1.0)
-    result = membership_detector(table, membership_config(n_permutations=999, n_bootstrap=200), seed=0)
+    result = membership_detector(table, alike_inputs(table), membership_config(n_permutations=999, n_bootstrap=200),
+                                 seed=0)
     metrics = result.metrics
     assert metrics["p_value"] == pytest.approx(1 / 1000) and metrics["flag"] == 1.0
     for attack in ("loss", "confidence_ratio", "mx", "lira"):
@@ -115,3 +119,46 @@ def test_power_planted_members_are_detected_and_the_control_stays_at_chance():
     assert metrics["independent_loss_auc_ci_low"] < 0.5 < metrics["independent_loss_auc_ci_high"]
     assert metrics["mx_tpr_at_fpr_0.01"] > 0.0
     assert len(result.extra_tables["per_pair"]) == 3 * len(MembershipAttack)
+
+
+def test_members_conformal_p_values_and_bh_by_hand(table):
+    # mx scores: members 0.4, 0.0, 0.4 against non-members 0.1, -0.1, -0.2 (3 of them):
+    # p(0.4) = (1 + 0) / 4, p(0.0) = (1 + 1) / 4; BH over m = 3: sorted 0.25, 0.25, 0.5 ->
+    # 0.75, 0.375, 0.5 -> running minimum from the top: 0.375, 0.375, 0.5
+    config = membership_config(n_permutations=99, n_bootstrap=10, shift_permutations=9, fdr=0.4)
+    result = membership_detector(table, alike_inputs(table), config, seed=0)
+    members = result.extra_tables["member_discoveries"]
+    assert members["example_id"].tolist() == ["ex0", "ex2", "ex1"]  # most significant first
+    assert members["score"].tolist() == pytest.approx([0.4, 0.4, 0.0])
+    assert members["conformal_p"].tolist() == pytest.approx([0.25, 0.25, 0.5])
+    assert members["bh_q"].tolist() == pytest.approx([0.375, 0.375, 0.5])
+    assert members["discovered"].tolist() == [True, True, False]
+    assert result.metrics["n_memorised_at_fdr"] == 2
+    # at the default FDR of 0.1 no member survives: with 3 non-members no p falls below 1/4
+    default = membership_detector(table, alike_inputs(table), membership_config(n_permutations=99, n_bootstrap=10,
+                                                                                 shift_permutations=9), seed=0)
+    assert default.metrics["n_memorised_at_fdr"] == 0
+
+
+def test_planted_members_are_named_at_the_fdr():
+    table = drawn(seed=4, n_members=150, n_nonmembers=150, pairs=3, planted=3.0)
+    config = membership_config(n_permutations=99, n_bootstrap=10, shift_permutations=9)
+    result = membership_detector(table, alike_inputs(table), config, seed=0)
+    members = result.extra_tables["member_discoveries"]
+    assert len(members) == 150 and result.metrics["n_memorised_at_fdr"] == members["discovered"].sum() > 10
+    assert members.loc[members["discovered"], "bh_q"].max() <= 0.1 < members.loc[~members["discovered"], "bh_q"].min()
+
+
+def test_the_shift_control_flags_a_source_shift_and_leaves_the_attacks_unchanged():
+    """Members and non-members drawn alike by every model (no memorisation) but written in different
+    vocabularies: the inputs-only classifier tells them apart, the attacks' metrics do not move."""
+    table = drawn(seed=5, n_members=100, n_nonmembers=100)
+    config = membership_config(n_permutations=199, n_bootstrap=100, shift_permutations=199)
+    alike = membership_detector(table, alike_inputs(table), config, seed=0).metrics
+    shifted = membership_detector(table, shifted_inputs(table), config, seed=0).metrics
+    assert alike["shift_confounded"] == 0 and alike["shift_p_value"] > 0.05
+    assert shifted["shift_confounded"] == 1 and shifted["shift_p_value"] == pytest.approx(1 / 200)
+    assert shifted["shift_auc"] > 0.9 and shifted["shift_auc_ci_low"] > 0.8 and shifted["shift_folds"] == 5
+    assert shifted["shift_uses_numeric"] == 0
+    attack_metrics = [key for key in alike if not key.startswith("shift_")]
+    assert {key: shifted[key] for key in attack_metrics} == {key: alike[key] for key in attack_metrics}

@@ -83,6 +83,20 @@ def test_the_leaky_vlms_canaries_are_detected(vlm_cells):
     assert membership["flag"] == 1.0 and membership["mx_auc_ci_low"] > 0.6 and membership["loss_auc"] > 0.65
     # members and non-members come from one generator: the independent model cannot tell them apart
     assert membership["independent_loss_auc_ci_low"] < 0.5 < membership["independent_loss_auc_ci_high"]
+    # nor can a classifier on the inputs alone (text and image statistics): no shift confounds the attacks
+    assert membership["shift_confounded"] == 0 and abs(membership["shift_auc"] - 0.5) < 0.06
+    assert membership["shift_uses_numeric"] == 1
+
+
+def test_the_leaky_vlms_members_are_tested_one_by_one(vlm_cells):
+    client, runs = vlm_cells
+    run = runs[("demo_leaky", "membership")]
+    members = pd.read_parquet(client.download_artifacts(run.info.run_id, "member_discoveries.parquet"))
+    assert len(members) == 400 and members["conformal_p"].is_monotonic_increasing
+    # with 400 non-members no conformal p falls below 1/401
+    assert members["conformal_p"].min() >= 1 / 401 and (members["bh_q"] >= members["conformal_p"]).all()
+    assert run.data.metrics["n_memorised_at_fdr"] == members["discovered"].sum()
+    assert (members.loc[members["discovered"], "bh_q"] <= 0.1).all()
 
 
 def test_a_clean_model_of_another_seed_is_not_flagged(vlm_cells):
@@ -90,3 +104,5 @@ def test_a_clean_model_of_another_seed_is_not_flagged(vlm_cells):
     for detector in ("memorization", "membership"):
         metrics = runs[("demo_clean_b", detector)].data.metrics
         assert metrics["flag"] == 0.0 and metrics["p_value"] > 0.01, detector
+    # nor is any of its members named as memorised at FDR 0.1 (measured: smallest BH q 0.67)
+    assert runs[("demo_clean_b", "membership")].data.metrics["n_memorised_at_fdr"] == 0

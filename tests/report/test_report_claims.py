@@ -88,6 +88,8 @@ BAD_FILES = {
                         "reserves"),
     "reserved_underpowered": (
         GOOD.format(id="reserved_underpowered").replace("fails: collapses", "fails: underpowered"), "reserves"),
+    "reserved_confounded": (
+        GOOD.format(id="reserved_confounded").replace("fails: collapses", "fails: confounded"), "reserves"),
     "negative_effect": (GOOD.format(id="negative_effect") + "effect: -0.05\n", "effect must be a positive number"),
     "text_effect": (GOOD.format(id="text_effect") + "effect: large\n",
                     "Value .large. of type .str. could not be converted"),

@@ -246,3 +246,40 @@ def test_underpowered_cells_that_cannot_change_the_outcome_leave_it_decided():
     result = evaluate_claim(Claim("c", "A.", "", (weak, failing), "h", "f", effect=0.05), index)
     assert [item.outcome for item in result.items] == [Outcome.underpowered, Outcome.fails]
     assert result.outcome is Outcome.fails and result.status == "f"
+
+
+def _membership(model: str, p_value: float, shift_auc: float, shift_p_value: float, alpha: float = 0.01):
+    return tracked(model, "demo", "membership", "none",
+                   {"p_value": p_value, "flag": float(p_value < alpha), "shift_auc": shift_auc,
+                    "shift_p_value": shift_p_value, "shift_confounded": float(shift_p_value < alpha)})
+
+
+def test_a_claim_resting_on_a_cell_whose_inputs_alone_separate_its_groups_is_confounded():
+    """Both leaky cells are flagged, but on "shifted" an inputs-only classifier also tells members
+    from non-members (shift AUC 0.93): the claim is confounded, naming the largest shift AUC;
+    without the shifted cell it holds; a failing claim stays failing, a missing cell no evidence."""
+    index = CellIndex.from_runs([_membership("leaky", 1e-4, 0.52, 0.3), _membership("shifted", 1e-4, 0.93, 0.002),
+                                 _membership("worse", 1e-4, 0.97, 0.002), _membership("clean", 0.4, 0.99, 0.002)])
+    both = evidence("detected", "flag == 1", model=["leaky", "shifted"], detector="membership")
+    result = evaluate_claim(claim(both), index)
+    expected = "confounded (inputs alone tell members from non-members: shift AUC 0.93)"
+    assert result.outcome is Outcome.confounded and result.status == expected
+    assert result.items[0].outcome is Outcome.confounded
+    checks = {check.cell.model: check for check in result.items[0].checks}
+    assert checks["leaky"].confounded is None and checks["shifted"].confounded == expected and checks["shifted"].met
+    assert evaluate_claim(claim(evidence("detected", "flag == 1", model="leaky", detector="membership")),
+                          index).status == "survives"
+    # two confounded cells in two items: the larger shift AUC is named
+    worse = evidence("worse", "flag == 1", model="worse", detector="membership")
+    assert evaluate_claim(claim(both, worse), index).status.endswith("shift AUC 0.97)")
+    # the claim fails on "clean" (not flagged): confounded or not, it does not hold
+    failing = evaluate_claim(claim(both, evidence("clean", "flag == 1", model="clean", detector="membership")), index)
+    assert failing.outcome is Outcome.fails and failing.status == "collapses"
+    absent = evaluate_claim(claim(both, evidence("gone", "flag == 1", model="gone", detector="membership")), index)
+    assert absent.outcome is Outcome.no_evidence
+
+
+def test_cells_without_a_shift_control_are_never_confounded():
+    index = CellIndex.from_runs([_answering("leaky", 0.001, 0.12)])
+    result = evaluate_claim(claim(evidence("leaky", "p_value < 0.01", model="leaky", detector="option_order")), index)
+    assert result.outcome is Outcome.holds and result.items[0].checks[0].confounded is None

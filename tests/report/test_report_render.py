@@ -64,3 +64,22 @@ def test_an_underpowered_claim_names_its_mde_and_effect_in_every_format(tmp_path
     assert r"evidence clean: underpowered (MDE 0.123 \> effect 0.05)" in markdown  # markdown escapes ">"
     assert r"| yes; underpowered (MDE 0.123 \> effect 0.05) |" in markdown
     assert '<strong class="status underpowered">' in to_html(blocks, "t", tmp_path)
+
+
+def test_a_confounded_claim_names_its_shift_auc_in_every_format(tmp_path):
+    run = tracked("leaky", "demo", "membership", "none",
+                  {"p_value": 1e-4, "flag": 1.0, "shift_auc": 0.912, "shift_p_value": 0.002, "shift_confounded": 1.0},
+                  run_id="c0ffee0000000000")
+    claim = Claim("c", "The leaky model's canaries are detected.", "", (
+        Evidence("detected", Selection(("leaky",), ("demo",), ("membership",), ("none",)),
+                 Condition.parse("flag == 1"), Quantifier.parse("all")),), "detected", "missed")
+    index = CellIndex.from_runs([run])
+    result = evaluate_claim(claim, index)
+    context = ReportContext("medexp", "sqlite:///x", "r1", "now")
+    status = "confounded (inputs alone tell members from non-members: shift AUC 0.912)"
+    assert rf"\textbf{{{status}}}" in latex_table([result], context)
+    blocks = report_blocks([result], index, [], context, {}, ["cells.csv"])
+    markdown = to_markdown(blocks)
+    assert f"evidence detected: {status}" in markdown and f"| yes; {status} |" in markdown
+    assert "failed its distribution-shift control" in markdown
+    assert '<strong class="status confounded">' in to_html(blocks, "t", tmp_path)

@@ -101,6 +101,14 @@ class MembershipConfig(DifferentialDetectorBase):
     # models as LiRA's reference (OUT) models.
     reference_models: List[str] = field(default_factory=list)
     lira_variance: LiraVariance = LiraVariance.pooled
+    # The distribution-shift control: a classifier on the inputs alone (no model), its AUC
+    # cross-validated over shift_folds stratified folds and tested with shift_permutations label
+    # permutations (p floor 1/(P+1)); shift_confounded when its p < alpha.
+    shift_folds: int = at_least(5, 2)
+    shift_permutations: int = at_least(499, 1)
+    # Per-example membership: the members whose conformal p-value (against the non-members, by
+    # `attack`) survives Benjamini-Hochberg at this false-discovery rate.
+    fdr: float = probability(0.1)
 
     @staticmethod
     def check_values(node, path: str) -> str | None:
