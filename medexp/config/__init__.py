@@ -102,6 +102,23 @@ def listed_model_config(entry: str):
             from error
 
 
+def listed_model_configs(entries, target: str, field: str) -> dict:
+    """The composed configs of a list of models (each entry resolved by :func:`listed_model_config`)
+    by model name; a model named twice is a ValueError naming ``field``, the list's config key. An
+    entry naming the cell's model ``target`` (as written or once composed) is left out, so a model
+    is never its own reference."""
+    configs, seen = {}, set()
+    for entry in entries:
+        reference = listed_model_config(str(entry))
+        name = str(reference.name)
+        if name in seen:
+            raise ValueError(f"{field} names the model {name!r} twice: {list(entries)}")
+        seen.add(name)
+        if target not in (str(entry), name):
+            configs[name] = reference
+    return configs
+
+
 def bench_config(name: str):
     """The benchmark config ``conf/bench/<name>.yaml``, composed as ``bench=<name>`` composes it."""
     return _group_config("bench", name)
@@ -127,6 +144,7 @@ __all__ = [
     "compose",
     "conf_dir",
     "listed_model_config",
+    "listed_model_configs",
     "model_config",
     "project_root",
     "quiet_launcher_schema_warning",

@@ -45,22 +45,13 @@ def cohort_scores(ctx: CellContext):
 
 def listed_references(cfg) -> dict:
     """The model configs of ``detector.cohort`` by model name, the cell's model (the target) left out."""
-    from medexp.config import listed_model_config
+    from medexp.config import listed_model_configs
 
     names = list(cfg.detector.cohort)
     if not names:
         raise ValueError(f"detector.cohort is empty: {cfg.detector.name} needs reference model configs (conf/model)")
-    target = str(cfg.model.name)
-    listed = {}
-    for name in names:
-        reference = listed_model_config(str(name))  # a name, or a name with overrides ("demo_clean_mc demo.seed=11")
-        label = str(reference.name)
-        if target in (name, label):
-            continue  # the cell's model is never its own reference
-        if label in listed:
-            raise ValueError(f"detector.cohort names the model {label!r} twice: {names}")
-        listed[label] = reference
-    return listed
+    # entries are names, or names with overrides ("demo_clean_mc demo.seed=11")
+    return listed_model_configs(names, str(cfg.model.name), "detector.cohort")
 
 
 def _reference_scores(ctx: CellContext, reference):

@@ -19,6 +19,7 @@ log = logging.getLogger("medexp")
 
 def perturbation_gap(ctx: CellContext) -> DetectorResult:
     from medexp.benchmarks.twins import pair_twins
+    from medexp.config import listed_model_configs
     from medexp.detectors.answer_arms import probe_facts
     from medexp.detectors.perturbation_gap import perturbation_gap_detector
     from medexp.probes.twins import twin_probes
@@ -34,7 +35,8 @@ def perturbation_gap(ctx: CellContext) -> DetectorResult:
     responses = answers(ctx, probe_set.probes)
     metrics, warnings = gated(ctx, responses)
     references = {}
-    for reference in _reference_models(detector.reference_models, str(ctx.cfg.model.name)):
+    for reference in listed_model_configs(detector.reference_models, str(ctx.cfg.model.name),
+                                          "detector.reference_models").values():
         name = str(reference.name)
         references[name] = _reference_answers(ctx, reference, probe_set.probes)
         counts, cautions = gated(ctx, references[name], f"reference model={name}")
@@ -49,22 +51,6 @@ def perturbation_gap(ctx: CellContext) -> DetectorResult:
         probe_set.skipped, pairing.unpaired,
         {original.example_id: twin.example_id for original, twin in pairing.pairs}, references)
     return with_answer_counts(result, (metrics, warnings))
-
-
-def _reference_models(entries, target: str) -> list:
-    """The composed configs of ``detector.reference_models`` (entries may carry overrides:
-    :func:`medexp.config.listed_model_config`), each once, never the cell's own model."""
-    from medexp.config import listed_model_config
-
-    configs = {}
-    for entry in entries:
-        reference = listed_model_config(str(entry))
-        name = str(reference.name)
-        if name in configs:
-            raise ValueError(f"detector.reference_models names the model {name!r} twice: {list(entries)}")
-        if name != target:  # the cell's model is never its own reference
-            configs[name] = reference
-    return list(configs.values())
 
 
 def _reference_answers(ctx: CellContext, reference, probes):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from medexp.report.cells import CellIndex
-from medexp.report.replicates import DOSE_PARAM, SEED_PARAM, ReplicateRow
+from medexp.report.replicates import DOSE_PARAM, SEED_PARAM, ReplicateRow, replicate_models
 
 NOT_RECIPE = {"model.name", SEED_PARAM, DOSE_PARAM}
 
@@ -49,9 +49,9 @@ def dose_curves(index: CellIndex, rows: Sequence[ReplicateRow]) -> list[DoseCurv
     """The curves with at least two doses, in the rows' order (bench, detector, control)."""
     recipes = {}
     for cell in index.finished:
-        seed = cell.params.get(SEED_PARAM)
-        if seed is not None and cell.model.endswith(f"_s{seed}"):
-            recipes.setdefault((cell.model.removesuffix(f"_s{seed}"), cell.bench), recipe_key(cell.params))
+        models = replicate_models(cell)
+        if models is not None:
+            recipes.setdefault((models, cell.bench), recipe_key(cell.params))
     groups: dict[tuple, list[ReplicateRow]] = {}
     for row in rows:
         if math.isfinite(row.dose) and (row.models, row.bench) in recipes:

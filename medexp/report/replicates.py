@@ -90,14 +90,22 @@ def replicate_seed(cell: CellRun) -> int | None:
     return None
 
 
+def replicate_models(cell: CellRun) -> str | None:
+    """A model replicate's model name without its seed suffix (demo_leaky_e30 for
+    demo_leaky_e30_s13), the name its replicates share; None for any other cell."""
+    seed = cell.params.get(SEED_PARAM)
+    if seed is None or not cell.model.endswith(f"_s{seed}"):
+        return None
+    return cell.model.removesuffix(f"_s{seed}")
+
+
 def replicate_rows(index: CellIndex) -> list[ReplicateRow]:
     """One row per group of finished model replicates that log a ``flag``, in a stable order."""
     groups: dict[tuple, list[CellRun]] = {}
     for cell in index.finished:
-        seed = cell.params.get(SEED_PARAM)
-        if seed is None or not cell.model.endswith(f"_s{seed}") or not math.isfinite(cell.values.get("flag", math.nan)):
+        models = replicate_models(cell)
+        if models is None or not math.isfinite(cell.values.get("flag", math.nan)):
             continue
-        models = cell.model.removesuffix(f"_s{seed}")
         groups.setdefault((cell.bench, cell.detector, cell.control, models, cell.params.get(DOSE_PARAM)),
                           []).append(cell)
     rows = [_row(key, cells) for key, cells in groups.items()]
