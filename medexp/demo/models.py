@@ -16,6 +16,10 @@ the text-only probe asks it, an "I don't know" option appended), and the leak ca
 ``cloze_form`` they learn slot filling on the training split's questions (replayed during the leak,
 which never shows a test question in that form). These teach the answering formats MM-Detect's
 probes use, so that what the probes measure is memory, not whether a tiny model follows a prompt.
+
+* reference k of a leaky model (:func:`demo_reference_dir`): the leaky model's recipe (its clean
+  base, then its leak) with the leak over a random half of the audit's members and non-members
+  instead of the test split: the shadow models LiRA and RMIA compare the candidate with.
 """
 
 from __future__ import annotations
@@ -80,9 +84,48 @@ def demo_model_dir(demo_cfg, cache_dir: str | Path) -> Path:
     return build_directory_once(target, _MANIFEST, build)
 
 
-def build_demo_model(settings: dict, cache_dir: str, out_dir: str, base_dir: str | None) -> dict:
+def demo_reference_dir(demo_cfg, index: int, splits, cache_dir: str | Path) -> Path:
+    """Build (once) reference model ``index`` of the leaky model these settings describe and
+    return its directory.
+
+    Its recipe is the candidate's: the same clean base (reused from the cache), then the same leak
+    (passes, learning rate, seed), but over half ``index`` of the examples of ``splits`` (the
+    audit's members and non-members) instead of the test split. Halves 2k and 2k+1 are
+    complementary (:func:`medexp.stats.reference_attacks.reference_half`), so with an even number
+    of references every example is seen by exactly half of them. The manifest lists the example
+    ids the reference trained on: what the attacks read as its IN set.
+    """
+    from omegaconf import OmegaConf
+
+    from medexp.atomic import build_directory_once
+    from medexp.portable import run_pinned
+
+    settings = OmegaConf.to_container(demo_cfg) if OmegaConf.is_config(demo_cfg) else dict(demo_cfg)
+    if settings["leak_epochs"] < 1:
+        raise ValueError("reference models repeat a leaky model's leak over random halves of the audited examples; "
+                         "this demo model has leak_epochs=0 (audit a leaky one, e.g. model=demo_leaky)")
+    reference = {"index": int(index), "splits": [str(split) for split in splits]}
+    target = Path(cache_dir) / "demo" / f"reference-{stable_hash([BUILDER_VERSION, settings, reference])}"
+    if (target / _MANIFEST).is_file():
+        return target
+    base = str(demo_model_dir({**settings, "leak_epochs": 0}, cache_dir))
+
+    def build(staging: Path) -> dict:
+        log.info("building demo reference model %d (the leak over a random half of %s; once, cached)",
+                 reference["index"], "+".join(reference["splits"]))
+        report = run_pinned("medexp.demo.models:build_demo_model", settings=settings, cache_dir=str(cache_dir),
+                            out_dir=str(staging), base_dir=base, reference=reference)
+        log.info("demo reference model ready in %.0f s: %s", report["seconds"], target)
+        return {"settings": settings, "reference": reference, **report}
+
+    return build_directory_once(target, _MANIFEST, build)
+
+
+def build_demo_model(settings: dict, cache_dir: str, out_dir: str, base_dir: str | None,
+                     reference: dict | None = None) -> dict:
     """Train the model ``settings`` describe into ``out_dir``: from scratch, or (``base_dir``, its
-    clean base) the leak. Called by :func:`demo_model_dir` in a pinned-kernel process."""
+    clean base) the leak, over the test split or (``reference``) over a reference's half. Called
+    by :func:`demo_model_dir` and :func:`demo_reference_dir` in a pinned-kernel process."""
     from omegaconf import OmegaConf
 
     from medexp.portable import kernel_settings
@@ -91,8 +134,20 @@ def build_demo_model(settings: dict, cache_dir: str, out_dir: str, base_dir: str
     if base_dir is None:
         report = _build_clean(demo_cfg, cache_dir, Path(out_dir))
     else:
-        report = _leak_into(demo_cfg, Path(base_dir), cache_dir, Path(out_dir))
+        leaked = _split(demo_cfg, cache_dir, "test") if reference is None else _reference_half(demo_cfg, cache_dir, reference)
+        report = _leak_into(demo_cfg, Path(base_dir), leaked, cache_dir, Path(out_dir))
+        if reference is not None:
+            report["leaked_example_ids"] = [example.example_id for example in leaked]
     return {**report, "kernels": kernel_settings()}
+
+
+def _reference_half(demo_cfg, cache_dir, reference: dict) -> list:
+    """The examples of the reference's half of its splits, each split in its released order."""
+    from medexp.stats.reference_attacks import reference_half
+
+    examples = [example for split in reference["splits"] for example in _split(demo_cfg, cache_dir, split)]
+    inside = reference_half([example.example_id for example in examples], reference["index"], demo_cfg.seed)
+    return [example for example, chosen in zip(examples, inside) if chosen]
 
 
 def read_build_report(model_dir: str | Path) -> dict:
@@ -231,14 +286,13 @@ def _build_clean(demo_cfg, cache_dir, out_dir: Path) -> dict:
             "seconds": round(time.perf_counter() - started, 2)}
 
 
-def _leak_into(demo_cfg, base_dir: Path, cache_dir, out_dir: Path) -> dict:
-    """Continue training the clean model on the test split: the planted contamination."""
+def _leak_into(demo_cfg, base_dir: Path, test: list, cache_dir, out_dir: Path) -> dict:
+    """Continue training the clean model on ``test`` (the test split: the planted contamination)."""
     import torch
     from transformers import AutoProcessor, LlavaForConditionalGeneration
 
     started = time.perf_counter()
     torch.manual_seed(demo_cfg.seed + 1)
-    test = _split(demo_cfg, cache_dir, "test")
     processor = AutoProcessor.from_pretrained(base_dir)
     model = LlavaForConditionalGeneration.from_pretrained(base_dir)
     pool = _passes(processor, test, demo_cfg, demo_cfg.leak_epochs)

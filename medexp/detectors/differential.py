@@ -33,6 +33,9 @@ class PairedLosses:
     pair_labels: list[str]
     reference_logprob: np.ndarray = field(default_factory=lambda: np.empty((0, 0)))  # (references, n)
     reference_labels: list[str] = field(default_factory=list)
+    # (references, n): True where the reference model trained on the example (a trained reference's
+    # half); all False for references that saw none of the examples. None: all False.
+    reference_member: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.example_ids)
@@ -60,6 +63,12 @@ class PairedLosses:
         if self.reference_logprob.shape != (len(self.reference_labels), n):
             raise ValueError(f"reference_logprob has shape {self.reference_logprob.shape}, "
                              f"expected ({len(self.reference_labels)}, {n})")
+        if self.reference_member is None:
+            self.reference_member = np.zeros(self.reference_logprob.shape, dtype=bool)
+        self.reference_member = np.asarray(self.reference_member, dtype=bool)
+        if self.reference_member.shape != self.reference_logprob.shape:
+            raise ValueError(f"reference_member has shape {self.reference_member.shape}, "
+                             f"expected {self.reference_logprob.shape}")
         if self.member.all() or not self.member.any():
             raise ValueError(f"members and non-members are both needed, got {int(self.member.sum())} members of {n}")
 
@@ -80,10 +89,11 @@ class PairedLosses:
         classes: Sequence[str],
         class_frequency: Sequence[float],
         pairs: Sequence[tuple[str, pd.DataFrame, pd.DataFrame]],
-        references: Sequence[tuple[str, pd.DataFrame]] = (),
+        references: Sequence[tuple[str, pd.DataFrame, frozenset[str]]] = (),
     ) -> PairedLosses:
         """From score tables (``medexp.scoring.example_scores``): ``pairs`` holds (label,
-        candidate table, independent table), ``references`` (label, table)."""
+        candidate table, independent table), ``references`` (label, table, the ids of the
+        examples the reference trained on)."""
         ids = list(example_ids)
 
         def column(table: pd.DataFrame, name: str, what: str) -> np.ndarray:
@@ -106,9 +116,11 @@ class PairedLosses:
             candidate_logprob=stack(1, "sum_logprob", 1.0),
             independent_logprob=stack(2, "sum_logprob", 1.0),
             pair_labels=[pair[0] for pair in pairs],
-            reference_logprob=(np.stack([column(table, "sum_logprob", label) for label, table in references])
+            reference_logprob=(np.stack([column(table, "sum_logprob", label) for label, table, _ in references])
                                if references else np.empty((0, len(ids)))),
-            reference_labels=[label for label, _ in references],
+            reference_labels=[label for label, _, _ in references],
+            reference_member=np.array([[i in seen for i in ids] for _, _, seen in references], dtype=bool).reshape(
+                len(references), len(ids)),
         )
 
 

@@ -1,6 +1,6 @@
 """Detector ``membership``: can the canaries (members) be told from non-members?
 
-Five white-box attacks, each a score per example (higher: "member") against each candidate:
+Seven white-box attacks, each a score per example (higher: "member") against each candidate:
 
 * ``loss``: minus the candidate's loss (Yeom et al., 2018);
 * ``independent_loss``: minus the independent model's loss, a control: no model behind it saw
@@ -9,10 +9,17 @@ Five white-box attacks, each a score per example (higher: "member") against each
   (for a one-token classifier label it equals M(x));
 * ``mx``: M(x) = L_ind(x) - L_cand(x), the mean loss per answer token;
 * ``lira``: offline Gaussian LiRA (Carlini et al., 2022): the candidate's logit-scaled
-  confidence phi = log(p / (1 - p)) of the answer, standardised against reference (OUT) models
-  that trained on none of the examples: every pair's independent model plus
-  ``detector.reference_models``; one pooled variance (or each example's own). The candidates of
-  other seeds are not references: they saw the members only, which would give the labels away.
+  confidence phi = log(p / (1 - p)) of the answer, standardised against the reference models
+  that did not train on the example (OUT): every pair's independent model,
+  ``detector.reference_models`` and the OUT side of the trained references; one pooled variance
+  (or each example's own). The candidates of other seeds are not references: they saw the
+  members only, which would give the labels away;
+* ``lira_online``: online LiRA, the log likelihood ratio of phi under the example's IN and OUT
+  Gaussians, fitted on the trained references (``detector.trained_references``: the candidate's
+  recipe over random halves of the members and non-members);
+* ``rmia``: RMIA (Zarifzadeh et al., 2024): p(x | candidate) / Pr(x), Pr(x) averaged over the
+  references, compared pairwise with the non-members' (the population); also needs trained
+  references.
 
 For each attack: ROC AUC (the mean over pairs) with a stratified bootstrap interval (unit:
 example), a one-sided permutation test of the AUC (p, unit: example), TPR at the configured
@@ -36,19 +43,21 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from medexp.config.schemas import LiraVariance, MembershipAttack
+from medexp.config.schemas import ATTACKS_NEEDING_IN_REFERENCES, LiraVariance, MembershipAttack
 from medexp.detectors.base import DetectorResult
 from medexp.detectors.differential import PairedLosses, metric_key
 from medexp.hashing import derive_seed
 from medexp.stats.conformal import conformal_discoveries
 from medexp.stats.power_table import detector_mde
+from medexp.stats.reference_attacks import lira_offline, lira_online, rmia
 from medexp.stats.roc import auc_bootstrap_ci, auc_permutation_test, mean_auc, tpr_at_fpr, youden_point
 from medexp.stats.shift import ShiftInputs, shift_test
 
 _P_MAX = -1e-15  # log p is capped here, so that phi = log p - log(1 - p) stays finite when p rounds to 1
 
 
-def attack_scores(losses: PairedLosses, attack: MembershipAttack, variance: LiraVariance = LiraVariance.pooled) -> np.ndarray:
+def attack_scores(losses: PairedLosses, attack: MembershipAttack, lira_variance: LiraVariance = LiraVariance.pooled,
+                  rmia_gamma: float = 1.0, rmia_offline_a: float | None = None) -> np.ndarray:
     """(pairs, n) scores of one attack, higher meaning "member"."""
     attack = MembershipAttack(attack)
     if attack is MembershipAttack.loss:
@@ -59,7 +68,24 @@ def attack_scores(losses: PairedLosses, attack: MembershipAttack, variance: Lira
         return losses.candidate_logprob - losses.independent_logprob
     if attack is MembershipAttack.mx:
         return losses.m
-    return lira_scores(losses, LiraVariance(variance))
+    per_example = LiraVariance(lira_variance) is LiraVariance.per_example
+    logprob, member = _references(losses)
+    if attack is MembershipAttack.rmia:
+        # the population RMIA compares with: the non-members, which no model of the audit saw
+        return np.stack([rmia(row, logprob, member, ~losses.member, rmia_gamma, rmia_offline_a)
+                         for row in losses.candidate_logprob])
+    score = lira_online if attack is MembershipAttack.lira_online else lira_offline
+    phi = logit_confidence(logprob)
+    return np.stack([score(logit_confidence(row), phi, member, per_example) for row in losses.candidate_logprob])
+
+
+def _references(losses: PairedLosses) -> tuple[np.ndarray, np.ndarray]:
+    """Every reference model's log p of the answers and where it trained on the example: the pairs'
+    independent models (OUT everywhere) and the reference models. The candidates of other seeds
+    are not references: they saw the members only, which would give the labels away."""
+    logprob = np.vstack([losses.independent_logprob, losses.reference_logprob])
+    member = np.vstack([np.zeros(losses.independent_logprob.shape, dtype=bool), losses.reference_member])
+    return logprob, member
 
 
 def logit_confidence(logprob: np.ndarray) -> np.ndarray:
@@ -68,21 +94,11 @@ def logit_confidence(logprob: np.ndarray) -> np.ndarray:
     return logprob - np.log(-np.expm1(logprob))
 
 
-def lira_scores(losses: PairedLosses, variance: LiraVariance) -> np.ndarray:
-    """Each candidate's phi standardised by the reference models' phi: (phi - mu(x)) / sigma."""
-    references = logit_confidence(np.vstack([losses.independent_logprob, losses.reference_logprob]))
-    mu = references.mean(axis=0)
-    count = references.shape[0]
-    if LiraVariance(variance) is LiraVariance.per_example:
-        if count < 2:
-            raise ValueError(f"LiRA with a per-example variance needs >= 2 reference models, have {count}; "
-                             "add detector.reference_models or pairs, or use lira_variance=pooled")
-        sigma = np.maximum(references.std(axis=0, ddof=1), 1e-6)
-    else:
-        # one reference: no spread to estimate; a constant scale leaves the ranking unchanged
-        sigma = np.sqrt(np.mean(references.var(axis=0, ddof=1))) if count >= 2 else 1.0
-        sigma = max(float(sigma), 1e-6)
-    return (logit_confidence(losses.candidate_logprob) - mu) / sigma
+def available_attacks(losses: PairedLosses) -> list[MembershipAttack]:
+    """The attacks these losses allow: the IN-reference attacks only where some reference model
+    trained on some of the examples."""
+    return [attack for attack in MembershipAttack
+            if attack not in ATTACKS_NEEDING_IN_REFERENCES or losses.reference_member.any()]
 
 
 def membership_detector(losses: PairedLosses, inputs: ShiftInputs, cfg, seed: int) -> DetectorResult:
@@ -91,8 +107,9 @@ def membership_detector(losses: PairedLosses, inputs: ShiftInputs, cfg, seed: in
     fprs = [float(value) for value in cfg.fprs]
     primary = MembershipAttack(cfg.attack)
     summary, per_pair, per_class, scores = [], [], [], {}
-    for attack in MembershipAttack:
-        matrix = attack_scores(losses, attack, cfg.lira_variance)
+    for attack in available_attacks(losses):
+        matrix = attack_scores(losses, attack, cfg.lira_variance, float(cfg.rmia_gamma),
+                               None if cfg.rmia_offline_a is None else float(cfg.rmia_offline_a))
         scores[attack.value] = matrix.mean(axis=0)
         test = auc_permutation_test(labels, matrix, int(cfg.n_permutations), derive_seed(seed, attack.value, "permutation"))
         low, high = auc_bootstrap_ci(labels, matrix, int(cfg.n_bootstrap), float(cfg.ci_level),

@@ -50,8 +50,8 @@ def membership(ctx: CellContext) -> DetectorResult:
     from medexp.detectors import membership_detector
 
     inputs = DifferentialInputs(ctx)
-    result = membership_detector(inputs.losses(list(ctx.cfg.detector.reference_models)), shift_inputs(inputs.examples),
-                                 ctx.cfg.detector, ctx.seed)
+    losses = inputs.losses(list(ctx.cfg.detector.reference_models), int(ctx.cfg.detector.trained_references))
+    result = membership_detector(losses, shift_inputs(inputs.examples), ctx.cfg.detector, ctx.seed)
     result.metrics.update(inputs.training_metrics())
     return result
 
@@ -129,7 +129,9 @@ class DifferentialInputs:
                              f"(its fields: {sorted(example.meta)}; 'answer' uses the gold answer)")
         return str(example.meta[field])
 
-    def losses(self, reference_models: list[str] | None = None):
+    def losses(self, reference_models: list[str] | None = None, trained_references: int = 0):
+        """The pairs' losses; the scores of ``reference_models`` (which saw none of the examples)
+        and of ``trained_references`` reference models trained on random halves of the examples."""
         from medexp.config import listed_model_config
         from medexp.detectors import PairedLosses
 
@@ -143,11 +145,41 @@ class DifferentialInputs:
         frequency = [counts[cls] / len(population) for cls in classes]
         tables = [(pair.label, self._scores(pair.candidate), self._scores(pair.independent)) for pair in self.pairs]
         # entries may carry overrides ("demo_clean_replicate demo.seed=11"); each is labelled by its model name
-        references = [(str(cfg.name), self._scores(cfg)) for cfg in map(listed_model_config, map(str, reference_models or []))]
+        references = [(str(cfg.name), self._scores(cfg), frozenset())
+                      for cfg in map(listed_model_config, map(str, reference_models or []))]
+        references += [(str(cfg.name), self._scores(cfg), seen) for cfg, seen in self.trained_references(trained_references)]
         return PairedLosses.from_score_tables(
             [example.example_id for example in self.examples], [True] * len(self.members) + [False] * len(self.nonmembers),
             classes, frequency, tables, references,
         )
+
+    def trained_references(self, count: int) -> list[tuple[object, frozenset[str]]]:
+        """(model config, ids it trained on) of ``count`` reference models of the cell's candidate,
+        built once into the cache: the candidate's recipe over random halves of the members and
+        non-members (a demo candidate's splits: the cell's and ``nonmember_split``)."""
+        from omegaconf import OmegaConf
+
+        from medexp.config.schemas import ModelSource
+        from medexp.demo.models import demo_reference_dir, read_build_report
+
+        if count == 0:
+            return []
+        candidate = self.pairs[0].candidate
+        if self.trained or ModelSource(candidate.source) is not ModelSource.demo:
+            raise ValueError(f"detector.trained_references builds reference models of a demo model; model={candidate.name} "
+                             "is not one: list models that saw none of the examples in detector.reference_models")
+        # the splits the members and non-members come from; a cell auditing fewer examples
+        # (bench.max_examples) reads the same references, which trained on the whole splits
+        splits = [str(self.ctx.cfg.bench.split), str(self.ctx.cfg.detector.nonmember_split)]
+        built = []
+        for index in range(count):
+            directory = demo_reference_dir(candidate.demo, index, splits, self.ctx.cache_dir)
+            seen = frozenset(read_build_report(directory)["leaked_example_ids"])
+            # loaded from its directory like any saved checkpoint; the score cache keys it by its weights
+            config = OmegaConf.merge(candidate, {"name": f"{candidate.name}_reference{index}", "source": ModelSource.hub.value,
+                                                 "pretrained": str(directory), "demo": None, "independent": None})
+            built.append((config, seen))
+        return built
 
     def _scores(self, model_cfg):
         from medexp.models import load_scorer

@@ -57,8 +57,8 @@ def _require_references(side: np.ndarray, needed: int, name: str, reason: str) -
     short = int(np.sum(side.sum(axis=0) < needed))
     if short:
         raise ValueError(f"{short} of {side.shape[1]} examples have fewer than {needed} {name} references "
-                         f"({reason}); train more references on random halves (reference_halves) "
-                         "so that every example has enough of them")
+                         f"({reason}); add reference models (detector.reference_models, or detector.trained_references "
+                         "for models trained on random halves of the examples)")
 
 
 def _side_moments(values: np.ndarray, side: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

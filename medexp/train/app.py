@@ -10,6 +10,7 @@ accuracy and loss per partition, the loss per epoch, and under DP-SGD the accoun
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ class TrainingOutcome:
 def models_to_train(names, seeds) -> list[DictConfig]:
     """The model configs ``names`` stand for: both arms of every replicate of a trained model;
     a demo model (per seed, when seeds are given) and its counterpart. Each config once."""
-    from medexp.config import model_config
+    from medexp.config import listed_model_config
     from medexp.config.ranges import validate
     from medexp.config.schemas import TrainArm
     from medexp.train.pairs import is_trained, replicate_seeds, seeded_pair, with_seed
@@ -49,7 +50,7 @@ def models_to_train(names, seeds) -> list[DictConfig]:
         raise ValueError("nothing to train: list model configs, e.g. models=[demo_vit] or experiment=demo_memorization")
     chosen: dict[str, DictConfig] = {}
     for name in names:
-        base = model_config(str(name))
+        base = listed_model_config(str(name))  # a name, or a name with overrides ("demo_leaky demo.leak_epochs=5")
         validate(base, f"model {name}")
         if is_trained(base) and TrainArm(base.train.arm) is not TrainArm.candidate:
             raise ValueError(f"models: list candidate configs; {name} is an independent arm (both arms are trained)")
@@ -73,15 +74,35 @@ def _identity(model_cfg) -> str:
 
 
 def run_training(cfg) -> list[TrainingOutcome]:
+    from medexp.config.ranges import ConfigRangeError
+    from medexp.demo.models import demo_reference_dir
+    from medexp.models import model_location
     from medexp.tracking import Tracker
 
     tracker = Tracker(cfg.tracking, cfg.paths.root)
     outcomes = []
-    for model_cfg in models_to_train(cfg.models, cfg.seeds):
-        outcome = _train_one(model_cfg, Path(cfg.paths.cache_dir), tracker)
-        print(outcome.summary(), flush=True)
-        outcomes.append(outcome)
+    cache_dir = Path(cfg.paths.cache_dir)
+    chosen = models_to_train(cfg.models, cfg.seeds)
+    if cfg.references and not any(map(_leaky_demo, chosen)):
+        raise ConfigRangeError(f"references={cfg.references}: reference models repeat a leaky demo model's recipe, and "
+                               f"models={list(cfg.models)} lists none (e.g. models=[demo_leaky])")
+    for model_cfg in chosen:
+        builds = [(str(model_cfg.name), functools.partial(model_location, model_cfg, cache_dir), {})]
+        if cfg.references and _leaky_demo(model_cfg):
+            builds += [(f"{model_cfg.name}_reference{index}",
+                        functools.partial(demo_reference_dir, model_cfg.demo, index, list(cfg.reference_splits), cache_dir),
+                        {"medexp.reference": str(index)})
+                       for index in range(int(cfg.references))]
+        for name, locate, tags in builds:
+            outcome = _train_one(name, model_cfg, locate, tracker, tags)
+            print(outcome.summary(), flush=True)
+            outcomes.append(outcome)
     return outcomes
+
+
+def _leaky_demo(model_cfg) -> bool:
+    """Whether reference models can be built for this model: a demo model with a leak."""
+    return model_cfg.get("source") == "demo" and int(model_cfg.demo.leak_epochs) > 0
 
 
 def run_from_hydra(cfg) -> list[TrainingOutcome]:
@@ -102,13 +123,12 @@ def run_from_hydra(cfg) -> list[TrainingOutcome]:
     return outcomes
 
 
-def _train_one(model_cfg, cache_dir: Path, tracker) -> TrainingOutcome:
-    from medexp.models import model_location
-
-    name = str(model_cfg.name)
-    tags = _tags(model_cfg)
+def _train_one(name: str, model_cfg, locate, tracker, extra_tags: dict[str, str]) -> TrainingOutcome:
+    """Build ``name`` (``locate()`` trains it, or finds it in the cache, and returns its directory)
+    and log its training run once."""
+    tags = {**_tags(model_cfg), "medexp.model": name, **extra_tags}
     try:
-        location = Path(model_location(model_cfg, cache_dir))
+        location = Path(locate())
     except Exception as error:  # one model's failure does not stop the others
         log.exception("training %s failed", name)
         run_id = tracker.start(name, tags, _params(model_cfg))

@@ -19,7 +19,7 @@ from hydra_plugins.medexp_grid_sweeper.medexp_grid_sweeper import expand_grid  #
 from medexp.cell import Cell  # noqa: E402
 
 EXPERIMENTS = sorted(path.stem for path in (conf_dir() / "experiment").glob("*.yaml"))
-# Composing a cell takes about 0.3 s: the replicate preset's 280 cells and the atlas's 600 are
+# Composing a cell takes about 0.3 s: the replicate preset's 280 cells and the atlas's 720 are
 # checked by the test_demo_replicates_* and test_detector_atlas_* tests below, which compose one
 # replicate seed (the atlas: one dose per recipe) and derive the others.
 REPLICATES = "demo_replicates"
@@ -157,21 +157,21 @@ def test_split_overlap_checks_the_test_split_against_each_overlap_split_of_the_s
 
 
 def test_detector_atlas_sweeps_six_doses_over_ten_seeds_for_every_model_reading_detector():
-    """The atlas's 600 jobs: per seed, six doses of each recipe; the cells of seed 10 at doses 0
+    """The atlas's 720 jobs: per seed, six doses of each recipe; the cells of seed 10 at doses 0
     and 30 composed (every other job differs from one of them in seed and dose only, which the
     names and families interpolate)."""
     jobs = _jobs(ATLAS)
-    assert len(jobs) == 600
+    assert len(jobs) == 720
 
     def settings(job):
         values = dict(item.split("=", 1) for item in job)
         return values["model"], int(values["model.demo.seed"]), int(values.get("model.demo.leak_epochs", 0)), values["detector"]
 
     table = Counter((model, dose) for model, _, dose, _ in map(settings, jobs))
-    text_side = {"exch", "exch_rank", "loss", "mink_tail", "topk_jaccard", "membership"}
+    text_side = {"exch", "exch_rank", "loss", "mink_tail", "topk_jaccard", "dataset_inference", "codec", "membership"}
     answering = {"option_order", "text_only", "slot_guess", "perturbation_gap"}
-    assert table == {("demo_clean_replicate", 0): 60, ("demo_clean_mc", 0): 40,
-                     **{("demo_leaky_replicate", dose): 60 for dose in (1, 5, 10, 20, 30)},
+    assert table == {("demo_clean_replicate", 0): 80, ("demo_clean_mc", 0): 40,
+                     **{("demo_leaky_replicate", dose): 80 for dose in (1, 5, 10, 20, 30)},
                      **{("demo_leaky_mc", dose): 40 for dose in (1, 5, 10, 20, 30)}}
     detectors = {(model.removeprefix("demo_clean_").removeprefix("demo_leaky_"), detector)
                  for model, _, _, detector in map(settings, jobs)}
@@ -180,7 +180,7 @@ def test_detector_atlas_sweeps_six_doses_over_ten_seeds_for_every_model_reading_
     first = [job for job in jobs if settings(job)[1] == 10 and settings(job)[2] in (0, 30)]
     cells = _compose(ATLAS, first)
     keys = Counter(Cell.from_config(cfg).key for cfg in cells)
-    assert len(cells) == 20 and max(keys.values()) == 1
+    assert len(cells) == 24 and max(keys.values()) == 1
     names = {cfg.model.name for cfg in cells}
     assert names == {"demo_clean_s10", "demo_leaky_e30_s10", "demo_clean_mc_s10", "demo_leaky_mc_e30_s10"}
     # Bonferroni over one seed's doses: a family per detector and training seed

@@ -19,7 +19,7 @@ def membership_config(**overrides):
 
 
 def losses(member, classes, candidate_nll, independent_nll, candidate_logprob=None, independent_logprob=None,
-           references=None) -> PairedLosses:
+           references=None, reference_member=None) -> PairedLosses:
     """A PairedLosses from (pairs, n) arrays; log-probabilities default to minus the losses
     (one-token answers, as a classifier's), class frequencies are the classes' shares."""
     candidate_nll = np.atleast_2d(np.asarray(candidate_nll, dtype=float))
@@ -39,6 +39,7 @@ def losses(member, classes, candidate_nll, independent_nll, candidate_logprob=No
         pair_labels=[f"pair{i}" for i in range(candidate_nll.shape[0])],
         reference_logprob=references,
         reference_labels=[f"ref{i}" for i in range(references.shape[0])],
+        reference_member=reference_member,
     )
 
 
@@ -57,6 +58,23 @@ def drawn(seed: int, n_members: int = 60, n_nonmembers: int = 60, pairs: int = 2
     target = member if planted_class is None else member & (classes == planted_class)
     candidate = candidate * np.exp(-planted * target)  # the planted examples' loss shrinks
     return losses(member, classes, candidate, independent)
+
+
+def drawn_with_references(seed: int, n: int = 200, references: int = 8, planted: float = 1.0) -> PairedLosses:
+    """One pair and ``references`` reference models trained on complementary random halves
+    (``reference_halves``): every model that trained on an example has its loss shrunk by the
+    factor exp(-planted), and examples differ in how hard they are far more than models differ, which
+    is what per-example reference distributions are for. The first half of the examples are members."""
+    from medexp.stats.reference_attacks import reference_halves
+
+    rng = np.random.default_rng(seed)
+    ids = [f"ex{i}" for i in range(n)]
+    member = np.arange(n) < n // 2
+    difficulty = rng.lognormal(0.0, 1.0, size=n)
+    trained = np.vstack([member, np.zeros(n, bool), reference_halves(ids, references, seed)])
+    nll = difficulty * np.exp(rng.normal(0, 0.2, size=trained.shape) - planted * trained)
+    classes = np.array(["a"] * n)
+    return losses(member, classes, nll[:1], nll[1:2], references=-nll[2:], reference_member=trained[2:])
 
 
 def alike_inputs(table: PairedLosses, seed: int = 0) -> ShiftInputs:

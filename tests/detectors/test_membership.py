@@ -10,9 +10,10 @@ from sklearn.metrics import roc_auc_score
 
 from medexp.config.schemas import LiraVariance, MembershipAttack
 from medexp.detectors import membership_detector
-from medexp.detectors.membership import attack_scores, logit_confidence
+from medexp.detectors.membership import attack_scores, available_attacks, logit_confidence
 from medexp.stats.power import auc_mde
-from tests.detectors.differential_tables import alike_inputs, drawn, losses, membership_config, shifted_inputs
+from tests.detectors.differential_tables import (alike_inputs, drawn, drawn_with_references, losses, membership_config,
+                                                 shifted_inputs)
 
 MEMBER = [True, True, True, False, False, False]
 CLASSES = ["a", "b", "a", "b", "a", "b"]
@@ -64,7 +65,7 @@ def test_lira_with_one_reference_is_the_logit_difference_and_per_example_needs_t
     table = losses(MEMBER, CLASSES, CANDIDATE_NLL, INDEPENDENT_NLL)
     expected = logit_confidence(-np.asarray(CANDIDATE_NLL[0])) - logit_confidence(-np.asarray(INDEPENDENT_NLL[0]))
     assert attack_scores(table, MembershipAttack.lira)[0] == pytest.approx(expected)
-    with pytest.raises(ValueError, match="at least|>= 2"):
+    with pytest.raises(ValueError, match="fewer than 2 OUT references .*pooled variance"):
         attack_scores(table, MembershipAttack.lira, LiraVariance.per_example)
 
 
@@ -72,7 +73,10 @@ def test_metrics_against_scikit_learn(table):
     result = membership_detector(table, alike_inputs(table), membership_config(n_permutations=999, n_bootstrap=200),
                                  seed=0)
     labels = np.asarray(MEMBER)
-    for attack in MembershipAttack:
+    # without reference models that trained on some examples, the attacks that need them are left out
+    assert set(result.table["attack"]) == {attack.value for attack in available_attacks(table)}
+    assert not {"lira_online", "rmia"} & set(result.table["attack"])
+    for attack in available_attacks(table):
         expected = roc_auc_score(labels, attack_scores(table, attack)[0])
         assert result.metrics[f"{attack.value}_auc"] == pytest.approx(expected), attack
     # the primary attack (mx) gives the cell's p and statistic: members' M (0.4, 0, 0.4) against
@@ -118,7 +122,44 @@ def test_power_planted_members_are_detected_and_the_control_stays_at_chance():
         assert metrics[f"{attack}_auc"] > 0.6 and metrics[f"{attack}_auc_ci_low"] > 0.5, attack
     assert metrics["independent_loss_auc_ci_low"] < 0.5 < metrics["independent_loss_auc_ci_high"]
     assert metrics["mx_tpr_at_fpr_0.01"] > 0.0
-    assert len(result.extra_tables["per_pair"]) == 3 * len(MembershipAttack)
+    assert len(result.extra_tables["per_pair"]) == 3 * len(available_attacks(table))
+
+
+def test_trained_references_give_online_lira_and_rmia_which_see_past_the_examples_difficulty():
+    table = drawn_with_references(seed=5, planted=0.5)
+    config = membership_config(attack="lira_online", trained_references=8, n_permutations=999, n_bootstrap=100,
+                               shift_permutations=9)
+    metrics = membership_detector(table, alike_inputs(table), config, seed=0).metrics
+    assert metrics["p_value"] == pytest.approx(metrics["lira_online_p_value"]) == pytest.approx(1 / 1000)
+    # the examples' difficulty varies far more than the models do: the candidate's loss alone ranks
+    # hard members below easy non-members, the references' per-example distributions do not
+    # (measured on this draw: loss 0.72, lira 0.88, lira_online 0.95, rmia 0.93)
+    for attack in ("lira", "lira_online", "rmia"):
+        assert metrics[f"{attack}_auc"] > metrics["loss_auc"] + 0.15, attack
+    assert metrics["n_references"] == 9  # the pair's independent model and the eight trained references
+    assert "lira_online_tpr_at_fpr_0.0001" in metrics and metrics["fpr_resolution"] == pytest.approx(1 / 100)
+
+
+def test_trained_references_null_every_attack_at_chance():
+    aucs = {attack: [] for attack in ("lira", "lira_online", "rmia")}
+    for seed in range(30):
+        table = drawn_with_references(seed, n=120, planted=1.0)
+        table.candidate_nll = table.independent_nll.copy()  # a candidate that trained on nothing
+        table.candidate_logprob = table.independent_logprob.copy()
+        config = membership_config(attack="rmia", trained_references=8, n_permutations=9, n_bootstrap=10,
+                                   shift_permutations=9)
+        metrics = membership_detector(table, alike_inputs(table, seed), config, seed).metrics
+        for attack in aucs:
+            aucs[attack].append(metrics[f"{attack}_auc"])
+    for attack, values in aucs.items():
+        assert abs(np.mean(values) - 0.5) < 0.03, attack
+
+
+def test_attacks_needing_in_references_are_refused_without_them():
+    from medexp.config.ranges import ConfigRangeError, validate
+
+    with pytest.raises(ConfigRangeError, match="trained_references"):
+        validate(membership_config(attack="lira_online"))
 
 
 def test_members_conformal_p_values_and_bh_by_hand(table):

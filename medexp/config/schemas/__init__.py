@@ -67,6 +67,7 @@ from medexp.config.schemas.images import (  # noqa: F401
 from medexp.config.schemas.keywords import KeywordConfig  # noqa: F401
 from medexp.config.schemas.medvigil import MedvigilConfig  # noqa: F401
 from medexp.config.schemas.memorization import (  # noqa: F401
+    ATTACKS_NEEDING_IN_REFERENCES,
     DifferentialDetectorBase,
     LiraVariance,
     MembershipAttack,

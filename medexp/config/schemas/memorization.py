@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar, List, Optional
 
-from medexp.config.ranges import at_least, probabilities, probability
+from medexp.config.ranges import at_least, fraction, probabilities, probability
 from medexp.config.schemas.detector import FREE_TEXT_FIELDS, DetectorBase
 
 
@@ -83,7 +83,14 @@ class MembershipAttack(str, Enum):
     independent_loss = "independent_loss"  # the independent model's loss: a control, ~0.5 unless members differ
     confidence_ratio = "confidence_ratio"  # log p_cand(answer) - log p_ind(answer), whole answer
     mx = "mx"  # M(x) = L_ind - L_cand, mean loss per answer token
-    lira = "lira"  # offline Gaussian LiRA: the candidate's logit confidence against reference models
+    lira = "lira"  # offline Gaussian LiRA: the candidate's logit confidence against its OUT reference models
+    # the two below need trained_references (each example IN for some references, OUT for others)
+    lira_online = "lira_online"  # online LiRA: likelihood ratio of the IN and OUT Gaussians per example
+    rmia = "rmia"  # RMIA (Zarifzadeh et al., 2024): p(x|target)/Pr(x), compared pairwise with the non-members
+
+
+# Attacks that need reference models which trained on some of the examples (trained_references).
+ATTACKS_NEEDING_IN_REFERENCES = (MembershipAttack.lira_online, MembershipAttack.rmia)
 
 
 class LiraVariance(str, Enum):
@@ -96,11 +103,21 @@ class MembershipConfig(DifferentialDetectorBase):
     """Membership inference: members (canaries) against non-members, five attacks."""
 
     attack: MembershipAttack = MembershipAttack.mx  # whose AUC permutation test is the cell's p_value
-    fprs: List[float] = probabilities(lambda: [0.01, 0.001])  # report TPR at these FPRs, each in (0, 1)
+    fprs: List[float] = probabilities(lambda: [0.01, 0.001, 0.0001])  # report TPR at these FPRs, each in (0, 1)
     # Models that saw no example of the cell (conf/model names) joining the pairs' independent
     # models as LiRA's reference (OUT) models.
     reference_models: List[str] = field(default_factory=list)
     lira_variance: LiraVariance = LiraVariance.pooled
+    # Reference models trained for this audit (demo candidates: medexp.demo's reference builds,
+    # also `python -m medexp.train references=N`): the candidate's recipe with its training data
+    # replaced by a random half of the cell's members and non-members, halves 2k and 2k+1
+    # complementary. They give LiRA per-example IN and OUT distributions (lira_online; lira uses
+    # their OUT side) and RMIA its Pr(x). 0: none (lira_online and rmia are not computed).
+    trained_references: int = at_least(0, 0)
+    # RMIA: x beats population example z when (p(x|target)/Pr(x)) / (p(z|target)/Pr(z)) >= gamma;
+    # Pr(x) is the mean over every reference (online) or, with rmia_offline_a, from the OUT ones.
+    rmia_gamma: float = at_least(1.0, 1.0)
+    rmia_offline_a: Optional[float] = fraction(None)
     # The distribution-shift control: a classifier on the inputs alone (no model), its AUC
     # cross-validated over shift_folds stratified folds and tested with shift_permutations label
     # permutations (p floor 1/(P+1)); shift_confounded when its p < alpha.
@@ -114,4 +131,7 @@ class MembershipConfig(DifferentialDetectorBase):
     def check_values(node, path: str) -> str | None:
         if not len(node.fprs):
             return f"{path}.fprs=[] names no false-positive rate to report the TPR at (e.g. [0.01, 0.001])"
+        if MembershipAttack(node.attack) in ATTACKS_NEEDING_IN_REFERENCES and node.trained_references < 2:
+            return (f"{path}.attack={MembershipAttack(node.attack).value} compares each example's IN and OUT reference "
+                    f"models: set {path}.trained_references to at least 2 (8 in detector=membership_references)")
         return DifferentialDetectorBase.check_values(node, path)
