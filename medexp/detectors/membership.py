@@ -68,15 +68,43 @@ def attack_scores(losses: PairedLosses, attack: MembershipAttack, lira_variance:
         return losses.candidate_logprob - losses.independent_logprob
     if attack is MembershipAttack.mx:
         return losses.m
-    per_example = LiraVariance(lira_variance) is LiraVariance.per_example
     logprob, member = _references(losses)
+    # RMIA's population: the non-members, which no model of the audit saw
+    return np.stack([_reference_attack(attack, row, logprob, member, ~losses.member, lira_variance, rmia_gamma,
+                                       rmia_offline_a) for row in losses.candidate_logprob])
+
+
+def _reference_attack(attack: MembershipAttack, target_logprob: np.ndarray, logprob: np.ndarray, member: np.ndarray,
+                      population: np.ndarray, lira_variance: LiraVariance, rmia_gamma: float,
+                      rmia_offline_a: float | None) -> np.ndarray:
+    """One target's scores under a reference attack (lira, lira_online, rmia) against references
+    with log p ``logprob`` that trained on the examples where ``member`` holds."""
     if attack is MembershipAttack.rmia:
-        # the population RMIA compares with: the non-members, which no model of the audit saw
-        return np.stack([rmia(row, logprob, member, ~losses.member, rmia_gamma, rmia_offline_a)
-                         for row in losses.candidate_logprob])
+        return rmia(target_logprob, logprob, member, population, rmia_gamma, rmia_offline_a)
     score = lira_online if attack is MembershipAttack.lira_online else lira_offline
-    phi = logit_confidence(logprob)
-    return np.stack([score(logit_confidence(row), phi, member, per_example) for row in losses.candidate_logprob])
+    per_example = LiraVariance(lira_variance) is LiraVariance.per_example
+    return score(logit_confidence(target_logprob), logit_confidence(logprob), member, per_example)
+
+
+def reference_target_aucs(losses: PairedLosses, attack: MembershipAttack, lira_variance: LiraVariance = LiraVariance.pooled,
+                          rmia_gamma: float = 1.0, rmia_offline_a: float | None = None) -> np.ndarray:
+    """Each trained reference attacked as if it were the candidate, against the other references:
+    the AUC on its own IN and OUT examples. The references follow the candidate's recipe with
+    known membership, so these AUCs are what the attack reaches on a model trained that way: its
+    power at this recipe, and the ceiling to read the candidate's AUC against. Empty when no
+    reference can be left out with every example keeping an IN and an OUT reference among the rest."""
+    logprob, member = _references(losses)
+    aucs = []
+    for index in range(len(logprob)):
+        others = np.arange(len(logprob)) != index
+        if not member[index].any() or member[index].all():
+            continue  # not a trained reference: no IN and OUT examples of its own
+        if not (member[others].any(axis=0) & (~member[others]).any(axis=0)).all():
+            return np.empty(0)
+        scores = _reference_attack(MembershipAttack(attack), logprob[index], logprob[others], member[others],
+                                   ~member[index], lira_variance, rmia_gamma, rmia_offline_a)
+        aucs.append(mean_auc(member[index], scores))
+    return np.asarray(aucs)
 
 
 def _references(losses: PairedLosses) -> tuple[np.ndarray, np.ndarray]:
@@ -108,8 +136,7 @@ def membership_detector(losses: PairedLosses, inputs: ShiftInputs, cfg, seed: in
     primary = MembershipAttack(cfg.attack)
     summary, per_pair, per_class, scores = [], [], [], {}
     for attack in available_attacks(losses):
-        matrix = attack_scores(losses, attack, cfg.lira_variance, float(cfg.rmia_gamma),
-                               None if cfg.rmia_offline_a is None else float(cfg.rmia_offline_a))
+        matrix = attack_scores(losses, attack, cfg.lira_variance, float(cfg.rmia_gamma), _offline_a(cfg))
         scores[attack.value] = matrix.mean(axis=0)
         test = auc_permutation_test(labels, matrix, int(cfg.n_permutations), derive_seed(seed, attack.value, "permutation"))
         low, high = auc_bootstrap_ci(labels, matrix, int(cfg.n_bootstrap), float(cfg.ci_level),
@@ -119,6 +146,11 @@ def membership_detector(losses: PairedLosses, inputs: ShiftInputs, cfg, seed: in
                "null_mean": test.null_mean, "null_std": test.null_std,
                **{_tpr_key(fpr): tpr_at_fpr(labels, matrix, fpr) for fpr in fprs},
                "youden_accuracy": float(np.mean([point.accuracy for point in points]))}
+        if attack in (MembershipAttack.lira, *ATTACKS_NEEDING_IN_REFERENCES):
+            ceiling = reference_target_aucs(losses, attack, cfg.lira_variance, float(cfg.rmia_gamma), _offline_a(cfg))
+            if ceiling.size:  # the attack on the trained references themselves (see reference_target_aucs)
+                row.update({"reference_target_auc": float(ceiling.mean()), "reference_target_auc_min": float(ceiling.min()),
+                            "reference_target_auc_max": float(ceiling.max())})
         summary.append(row)
         for index, (label, point) in enumerate(zip(losses.pair_labels, points)):
             per_pair.append({"attack": attack.value, "pair": index, "models": label,
@@ -159,6 +191,10 @@ def membership_detector(losses: PairedLosses, inputs: ShiftInputs, cfg, seed: in
     return DetectorResult(metrics, table, "attacks", {"roc": _roc_figure(labels, scores, primary)},
                           extra_tables={"per_pair": pd.DataFrame(per_pair), "per_class_auc": pd.DataFrame(per_class),
                                         "scores": example_scores, "member_discoveries": discoveries})
+
+
+def _offline_a(cfg) -> float | None:
+    return None if cfg.rmia_offline_a is None else float(cfg.rmia_offline_a)
 
 
 def _member_discoveries(losses: PairedLosses, scores: np.ndarray, fdr: float) -> pd.DataFrame:

@@ -10,8 +10,9 @@ from sklearn.metrics import roc_auc_score
 
 from medexp.config.schemas import LiraVariance, MembershipAttack
 from medexp.detectors import membership_detector
-from medexp.detectors.membership import attack_scores, available_attacks, logit_confidence
+from medexp.detectors.membership import attack_scores, available_attacks, logit_confidence, reference_target_aucs
 from medexp.stats.power import auc_mde
+from medexp.stats.reference_attacks import lira_offline
 from tests.detectors.differential_tables import (alike_inputs, drawn, drawn_with_references, losses, membership_config,
                                                  shifted_inputs)
 
@@ -138,6 +139,27 @@ def test_trained_references_give_online_lira_and_rmia_which_see_past_the_example
         assert metrics[f"{attack}_auc"] > metrics["loss_auc"] + 0.15, attack
     assert metrics["n_references"] == 9  # the pair's independent model and the eight trained references
     assert "lira_online_tpr_at_fpr_0.0001" in metrics and metrics["fpr_resolution"] == pytest.approx(1 / 100)
+
+
+def test_each_trained_reference_attacked_as_the_candidate_shows_the_attacks_power_at_the_recipe():
+    table = drawn_with_references(seed=7, n=300, planted=0.5)
+    logprob = np.vstack([table.independent_logprob, table.reference_logprob])
+    member = np.vstack([np.zeros((1, 300), bool), table.reference_member])
+    expected = []
+    for index in range(1, 9):  # the trained references; the independent model trained on none of the examples
+        others = np.arange(9) != index
+        scores = lira_offline(logit_confidence(logprob[index]), logit_confidence(logprob[others]), member[others], False)
+        expected.append(roc_auc_score(member[index], scores))
+    assert reference_target_aucs(table, MembershipAttack.lira) == pytest.approx(expected)
+    config = membership_config(attack="lira_online", trained_references=8, n_permutations=99, n_bootstrap=10,
+                               shift_permutations=9)
+    metrics = membership_detector(table, alike_inputs(table), config, seed=0).metrics
+    # the candidate trained like the references: its AUC is one more draw from theirs
+    for attack in ("lira", "lira_online", "rmia"):
+        low, high = metrics[f"{attack}_reference_target_auc_min"], metrics[f"{attack}_reference_target_auc_max"]
+        assert low - 0.05 < metrics[f"{attack}_auc"] < high + 0.05, attack
+        assert abs(metrics[f"{attack}_reference_target_auc"] - metrics[f"{attack}_auc"]) < 0.06, attack
+    assert "mx_reference_target_auc" not in metrics  # an attack without references has nothing to repeat
 
 
 def test_trained_references_null_every_attack_at_chance():

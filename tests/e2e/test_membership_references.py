@@ -53,3 +53,14 @@ def test_train_builds_complementary_reference_halves_and_a_cell_attacks_with_the
     for attack in ("lira_online", "rmia", "lira"):
         assert 0 <= metrics[f"{attack}_auc"] <= 1 and f"{attack}_tpr_at_fpr_0.0001" in metrics, attack
     assert metrics["fpr_resolution"] == pytest.approx(1 / metrics["n_nonmembers"])
+
+
+def test_references_need_a_leaky_demo_model(tmp_path):
+    from medexp.demo.models import demo_reference_dir
+
+    refused = run_train("models=[demo_clean]", "references=2", f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}",
+                        cache=tmp_path / "cache")
+    assert refused.returncode == 2 and "lists none (e.g. models=[demo_leaky])" in refused.stderr
+    with pytest.raises(ValueError, match="leak_epochs=0"):
+        demo_reference_dir(compose(["model=demo_clean"]).model.demo, 0, ["test", "heldout"], tmp_path / "cache")
+    assert not (tmp_path / "cache" / "demo").exists()  # refused before anything was built
