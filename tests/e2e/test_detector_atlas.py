@@ -19,8 +19,8 @@ from tests.conftest import REPO, run_medexp
 
 def two_point_atlas(conf: os.PathLike) -> str:
     """The real preset with its text-side blocks kept, seed 0, dose 30, exch_rank and membership
-    with 500 permutations (in the blocks: the base config's detector has no such field); the
-    override adding the folder to the search path."""
+    with 500 permutations (in the blocks: the base config's detector has no such field; membership's
+    shift control with 99); the override adding the folder to the search path."""
     preset = (conf_dir() / "experiment" / "detector_atlas.yaml").read_text(encoding="utf-8")
     config = yaml.safe_load(preset)
     blocks = [block for block in config["hydra"]["sweeper"]["grid"] if block["model"].endswith("_replicate")]
@@ -29,6 +29,8 @@ def two_point_atlas(conf: os.PathLike) -> str:
         block.update({"model.demo.seed": 0, "detector.n_permutations": 500})
         if block["detector"] != "membership":
             block["detector"] = "exch_rank"
+        else:  # the shift control refits its classifier per permutation: 99 keep the cell to seconds
+            block["detector.shift_permutations"] = 99
         if "model.demo.leak_epochs" in block:
             block["model.demo.leak_epochs"] = [30]
     config["hydra"]["sweeper"]["grid"] = blocks
