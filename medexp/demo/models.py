@@ -286,8 +286,9 @@ def _build_clean(demo_cfg, cache_dir, out_dir: Path) -> dict:
             "seconds": round(time.perf_counter() - started, 2)}
 
 
-def _leak_into(demo_cfg, base_dir: Path, test: list, cache_dir, out_dir: Path) -> dict:
-    """Continue training the clean model on ``test`` (the test split: the planted contamination)."""
+def _leak_into(demo_cfg, base_dir: Path, leaked: list, cache_dir, out_dir: Path) -> dict:
+    """Continue training the clean model on ``leaked``: the test split (the planted contamination),
+    or a reference model's half of the audited examples."""
     import torch
     from transformers import AutoProcessor, LlavaForConditionalGeneration
 
@@ -295,12 +296,12 @@ def _leak_into(demo_cfg, base_dir: Path, test: list, cache_dir, out_dir: Path) -
     torch.manual_seed(demo_cfg.seed + 1)
     processor = AutoProcessor.from_pretrained(base_dir)
     model = LlavaForConditionalGeneration.from_pretrained(base_dir)
-    pool = _passes(processor, test, demo_cfg, demo_cfg.leak_epochs)
+    pool = _passes(processor, leaked, demo_cfg, demo_cfg.leak_epochs)
     pool += _replay(processor, _split(demo_cfg, cache_dir, "train"), demo_cfg)
     sizes = (demo_cfg.batch_size, demo_cfg.leak_batch_size)
     losses = _train(model, pool, demo_cfg.leak_learning_rate, sizes, demo_cfg.seed + 1, "leaking the test set")
     _save(model, processor, out_dir)
-    return {"phase": "leak", "base": base_dir.name, "leaked_test_examples": len(test), "samples_seen": len(pool),
+    return {"phase": "leak", "base": base_dir.name, "leaked_test_examples": len(leaked), "samples_seen": len(pool),
             "final_loss": losses[-1], "seconds": round(time.perf_counter() - started, 2)}
 
 
