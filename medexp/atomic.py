@@ -43,7 +43,9 @@ def build_directory_once(target: Path, manifest: str, build: Callable[[Path], di
     ``build(staging)`` fills an empty staging directory beside ``target`` and returns the record to
     store as ``manifest`` (JSON), written last; the staging directory is then renamed into place.
     A file lock makes concurrent processes build once (the others wait and find it complete), and a
-    build that fails or is interrupted leaves no directory that looks complete.
+    build that fails or is interrupted leaves no directory that looks complete. A build killed
+    outright (SIGKILL, a node lost) leaves its staging directory behind; the next build of
+    ``target`` removes it, since whoever holds the lock is the only live builder.
     """
     from filelock import FileLock
 
@@ -54,8 +56,9 @@ def build_directory_once(target: Path, manifest: str, build: Callable[[Path], di
     with FileLock(str(target) + ".lock"):
         if (target / manifest).is_file():  # another process built it while this one waited
             return target
+        for leftover in target.parent.glob(f".{target.name}.tmp-*"):
+            shutil.rmtree(leftover, ignore_errors=True)
         staging = target.parent / f".{target.name}.tmp-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
         try:
             staging.mkdir()
             record = build(staging)
