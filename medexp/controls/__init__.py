@@ -64,9 +64,20 @@ def apply_control(ctx) -> list[Example]:
     return examples
 
 
+def control_nonmembers(kind: ControlKind, nonmembers: list[Example]) -> list[Example]:
+    """The non-members a member/non-member detector compares the cell's examples with (another
+    split, loaded as released), with their inputs changed as :func:`apply_control` changes the
+    members': without images under ``blind_image``, or the test would compare image-less members
+    with imaged non-members. Orders concern the members alone, so non-members stay as released."""
+    if kind is ControlKind.blind_image:
+        return without_images(nonmembers)
+    return nonmembers
+
+
 __all__ = [
     "apply_control",
     "check_control_fits",
+    "control_nonmembers",
     "control_benchmark",
     "order_spearman",
     "run_with_baselines",

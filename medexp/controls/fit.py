@@ -34,11 +34,9 @@ _NOT_FOR_PAIRS = {
 }
 
 # dataset_inference and codec compare the cell's examples (members) with another split loaded
-# beside them (non-members); a control that changes the members' inputs alone confounds the two.
+# beside them (non-members, which blind_image strips too: medexp.controls.control_nonmembers).
 _NOT_FOR_DATASET_TESTS = {
     ControlKind.synthetic: _SYNTHETIC,
-    ControlKind.blind_image: ("it removes the members' images but not the non-members' (another split, loaded "
-                              "as released), so the test would compare image-less members with imaged non-members"),
 }
 
 # perturbation_gap compares each item with its twin; a control that changes one arm's inputs

@@ -46,14 +46,18 @@ class CellContext:
     def nonmember_examples(self, split: str) -> list[Example]:
         """The examples of ``split`` of the cell's benchmark, as non-members against the cell's
         examples (members: the split its model saw); ``split`` must be another split, which no
-        model of the cell trained on (the demo's heldout)."""
+        model of the cell trained on (the demo's heldout). The cell's control changes their inputs
+        as it changed the members' (``blind_image``: no images on either side)."""
         from medexp.benchmarks import load_benchmark_from_config
+        from medexp.config.schemas import ControlKind
+        from medexp.controls import control_nonmembers
 
         if split == self.cfg.bench.split:
             raise ValueError(f"detector.nonmember_split={split} is the cell's own split (the members)")
         bench_cfg = copy.deepcopy(self.cfg.bench)
         bench_cfg.split = split
-        return list(load_benchmark_from_config(bench_cfg, self.cache_dir).examples)
+        released = list(load_benchmark_from_config(bench_cfg, self.cache_dir).examples)
+        return control_nonmembers(ControlKind(self.cfg.control.kind), released)
 
     def scoring_metrics(self) -> dict[str, float]:
         """``tokens_naive`` and ``tokens_computed`` of the teacher-forced scoring this cell ran

@@ -23,8 +23,6 @@ MISFITS = [
     ("membership", "external_baseline_demo", "no independent counterpart"),
     ("memorization", "negative_demo_ood", "applies to image_nn only"),
     ("dataset_inference", "synthetic", "applies to the cohort detectors"),
-    ("codec", "blind_image", "image-less members with imaged non-members"),
-    ("dataset_inference", "blind_image", "image-less members with imaged non-members"),
 ]
 FITS = [
     ("image_nn", "negative_demo_ood"), ("image_nn", "order_hash"), ("image_nn", "none"),
@@ -33,6 +31,7 @@ FITS = [
     ("mink_tail", "blind_image"), ("topk_jaccard", "external_baseline"), ("loss", "order_answer_len"),
     ("memorization", "order_hash"), ("membership", "blind_image"),
     ("dataset_inference", "order_hash"), ("codec", "external_baseline_demo"),
+    ("dataset_inference", "blind_image"), ("codec", "blind_image"),
 ]
 
 

@@ -42,6 +42,27 @@ def test_blind_scores_are_cached_apart_from_the_imaged_ones(tmp_path):
     assert len(scorer.calls) == 2
 
 
+@pytest.mark.parametrize(("control", "imaged"), [("none", True), ("order_hash", True), ("blind_image", False)])
+def test_nonmembers_lose_their_images_as_the_members_do(tmp_path, control, imaged):
+    """membership, dataset_inference and codec compare the cell's split with another split: under
+    blind_image both sides are scored without images, and orders leave the non-members as released."""
+    from PIL import Image
+
+    from medexp.evaluators.context import CellContext
+
+    for split, ids in (("test", ["t0", "t1"]), ("heldout", ["h0", "h1", "h2"])):
+        rows = []
+        for example_id in ids:
+            Image.new("RGB", (8, 8), (len(rows) * 60, 10, 10)).save(tmp_path / f"{example_id}.png")
+            rows.append(f'{{"id": "{example_id}", "image": "{example_id}.png", "question": "q", "answer": "a"}}')
+        (tmp_path / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
+    cfg = OmegaConf.create({"bench": _bench("local", tmp_path), "control": {"name": control, "kind": control}})
+    ctx = CellContext(cfg=cfg, seed=0, benchmark=None, examples=[], cache_dir=tmp_path / "cache")
+    nonmembers = ctx.nonmember_examples("heldout")
+    assert [ex.example_id.split("::")[-1] for ex in nonmembers] == ["h0", "h1", "h2"]
+    assert [ex.image is not None for ex in nonmembers] == [imaged] * 3
+
+
 def _bench(name, root):
     """A ``format: local`` bench config as the bench schema composes it."""
     return OmegaConf.structured(BenchConfig(name=name, root=str(root)))
