@@ -49,7 +49,7 @@ from medexp.detectors.differential import PairedLosses, metric_key
 from medexp.hashing import derive_seed
 from medexp.stats.conformal import conformal_discoveries
 from medexp.stats.power_table import detector_mde
-from medexp.stats.reference_attacks import lira_offline, lira_online, rmia
+from medexp.stats.reference_attacks import TooFewReferences, lira_offline, lira_online, rmia
 from medexp.stats.roc import auc_bootstrap_ci, auc_permutation_test, mean_auc, tpr_at_fpr, youden_point
 from medexp.stats.shift import ShiftInputs, shift_test
 
@@ -91,18 +91,20 @@ def reference_target_aucs(losses: PairedLosses, attack: MembershipAttack, lira_v
     """Each trained reference attacked as if it were the candidate, against the other references:
     the AUC on its own IN and OUT examples. The references follow the candidate's recipe with
     known membership, so these AUCs are what the attack reaches on a model trained that way: its
-    power at this recipe, and the ceiling to read the candidate's AUC against. Empty when no
-    reference can be left out with every example keeping an IN and an OUT reference among the rest."""
+    power at this recipe, and the ceiling to read the candidate's AUC against. Empty when, with a
+    reference left out, the rest no longer give every example the references the attack reads
+    (offline LiRA: OUT ones; online LiRA: IN and OUT)."""
     logprob, member = _references(losses)
     aucs = []
     for index in range(len(logprob)):
         others = np.arange(len(logprob)) != index
         if not member[index].any() or member[index].all():
             continue  # not a trained reference: no IN and OUT examples of its own
-        if not (member[others].any(axis=0) & (~member[others]).any(axis=0)).all():
+        try:
+            scores = _reference_attack(MembershipAttack(attack), logprob[index], logprob[others], member[others],
+                                       ~member[index], lira_variance, rmia_gamma, rmia_offline_a)
+        except TooFewReferences:
             return np.empty(0)
-        scores = _reference_attack(MembershipAttack(attack), logprob[index], logprob[others], member[others],
-                                   ~member[index], lira_variance, rmia_gamma, rmia_offline_a)
         aucs.append(mean_auc(member[index], scores))
     return np.asarray(aucs)
 

@@ -52,11 +52,15 @@ def _checked(target, reference, reference_in, what: str) -> tuple[np.ndarray, np
     return target, reference, reference_in
 
 
+class TooFewReferences(ValueError):
+    """Some example has too few references on the side (IN or OUT) an attack reads."""
+
+
 def _require_references(side: np.ndarray, needed: int, name: str, reason: str) -> None:
     """Refuse when some example has fewer than ``needed`` references on one side (IN or OUT)."""
     short = int(np.sum(side.sum(axis=0) < needed))
     if short:
-        raise ValueError(f"{short} of {side.shape[1]} examples have fewer than {needed} {name} references "
+        raise TooFewReferences(f"{short} of {side.shape[1]} examples have fewer than {needed} {name} references "
                          f"({reason}); add reference models (detector.reference_models, or detector.trained_references "
                          "for models trained on random halves of the examples)")
 

@@ -162,6 +162,15 @@ def test_each_trained_reference_attacked_as_the_candidate_shows_the_attacks_powe
     assert "mx_reference_target_auc" not in metrics  # an attack without references has nothing to repeat
 
 
+def test_two_trained_references_give_offline_lira_a_ceiling_and_online_lira_none():
+    """With one reference of two complementary halves left out, every example keeps an OUT
+    reference (the other half's model, or the pair's independent model) but half of them lose their
+    only IN reference: offline LiRA can attack each reference, online LiRA cannot."""
+    table = drawn_with_references(seed=3, n=200, references=2, planted=0.5)
+    assert len(reference_target_aucs(table, MembershipAttack.lira)) == 2
+    assert reference_target_aucs(table, MembershipAttack.lira_online).size == 0
+
+
 def test_trained_references_null_every_attack_at_chance():
     aucs = {attack: [] for attack in ("lira", "lira_online", "rmia")}
     for seed in range(30):
