@@ -133,9 +133,11 @@ def simulated_answer(cfg, options: dict[str, float | None], kind: str) -> list[s
     cached under ``paths.cache_dir``/power: n, the MDE and, with an effect, the n it needs."""
     import math
 
-    from medexp.detectors.power_simulation import LARGEST_SCALE, assumptions_of, simulated_test
+    from medexp.detectors.power_simulation import LARGEST_SCALE, assumptions_of, simulated_kind, simulated_test
     from medexp.evaluators.simulated_power import cached_simulated_mde, cached_simulated_n
 
+    sizes, counted = simulated_sizes(cfg, kind)
+    kind = simulated_kind(kind, cfg.detector)  # the detector's own test (topk_jaccard: its null)
     test = simulated_test(kind)
     alpha, power, effect = float(cfg.detector.alpha), float(options["power"]), options["effect"]
     assumptions = assumptions_of(kind, {name: options[name] for name in SIMULATION_ASSUMPTIONS if options[name] is not None})
@@ -143,7 +145,6 @@ def simulated_answer(cfg, options: dict[str, float | None], kind: str) -> list[s
              f"test: {test.test}", f"alpha={alpha:g} power={power:g} one-sided", f"model: {test.model}"]
     if assumptions:
         lines.append("assumed: " + ", ".join(f"{name}={value:g}" for name, value in assumptions.items()))
-    sizes, counted = simulated_sizes(cfg, kind)
     lines.append(f"n: {counted}")
     result = cached_simulated_mde(kind, sizes, alpha, power, cfg.paths.cache_dir, assumptions)
     permutations = f", {result.n_permutations} permutations per test" if test.permutation_test else ""

@@ -4,7 +4,7 @@ statistics functions its detector calls, on synthetic data from a stated generat
 
 It lives with the detectors, not in ``medexp.stats``, because two of the tests it runs are the
 detectors' own functions (image_nn's calibrated threshold and beta-binomial flag-count test,
-topk_jaccard's top-K sets and Bonferroni-corrected target p-value). Pure: no files; the cache is
+topk_jaccard's top-K sets and Bonferroni-corrected target p-value, for its hypergeometric null). Pure: no files; the cache is
 ``medexp.evaluators.simulated_power``'s.
 
 Each kind's draw returns the test's p-value for one synthetic data set at a given effect; the
@@ -30,14 +30,14 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from medexp.config.schemas import RankBy
+from medexp.config.schemas import OverlapNull, RankBy
 from medexp.detectors.image_nn import flag_count_p_value, flagged_at, null_rank, null_threshold
 from medexp.detectors.topk_jaccard import ranked_tops, target_p_value
 from medexp.hashing import derive_seed
-from medexp.stats.cohort import cohort_relabel_test, deltas_vs_cohort, top_k_overlap
+from medexp.stats.cohort import cohort_relabel_overlap_test, cohort_relabel_test, deltas_vs_cohort, top_k_overlap
 from medexp.stats.summaries import mean_difference_test
 
-SIMULATION_VERSION = 1  # bump when a generative model or the search changes: cached MDEs are keyed by it
+SIMULATION_VERSION = 2  # bump when a generative model or the search changes: cached MDEs are keyed by it
 DEFAULT_SIMULATIONS = 200
 LIFT = 10.0  # noise SDs added to a memorised example's score: it clears any threshold the noise reaches
 LARGEST_SCALE = 16  # the n an effect needs is searched up to this many times the benchmark's
@@ -124,14 +124,24 @@ def _loss_draw(sizes, effect, assumptions, n_permutations, rng) -> float:
     return cohort_relabel_test(deltas_vs_cohort(-nll), 0, n_permutations, int(rng.integers(2**32))).p_value
 
 
-def _topk_draw(sizes, effect, assumptions, n_permutations, rng) -> float:
+def _topk_scores(sizes, effect, rng) -> np.ndarray:
     scores = _cohort_noise(sizes, rng)
-    n = scores.shape[0]
-    shared = rng.permutation(n)[: int(effect)]
+    shared = rng.permutation(scores.shape[0])[: int(effect)]
     scores[shared, :2] += LIFT  # the target (column 0) and one leaky reference (column 1)
+    return scores
+
+
+def _topk_relabel_draw(sizes, effect, assumptions, n_permutations, rng) -> float:
+    scores = _topk_scores(sizes, effect, rng)
+    return cohort_relabel_overlap_test(scores, int(sizes["top_k"]), bool(int(sizes["rank_by_delta"])), n_permutations,
+                                       int(rng.integers(2**32))).p_value
+
+
+def _topk_hypergeometric_draw(sizes, effect, assumptions, n_permutations, rng) -> float:
+    scores = _topk_scores(sizes, effect, rng)
     rank_by = RankBy.delta if int(sizes["rank_by_delta"]) else RankBy.score  # a number, as every size
     tops = ranked_tops(scores, rank_by, int(sizes["top_k"]))
-    pairs = [top_k_overlap(tops[0], tops[other], n).p_value for other in range(1, len(tops))]
+    pairs = [top_k_overlap(tops[0], tops[other], scores.shape[0]).p_value for other in range(1, len(tops))]
     return target_p_value(np.asarray(pairs))
 
 
@@ -154,6 +164,11 @@ def _memorization_draw(sizes, effect, assumptions, n_permutations, rng) -> float
 _COHORT_NULL = ("null: on every example the cohort's models are exchangeable (iid N(0, 1) scores; an item's "
                 "easiness, shared by all models, cancels in Delta)")
 
+_TOPK_MODEL = ("per-example Min-K%++ scores iid N(0, 1) for the target and each reference; the target and one "
+               "leaky reference memorised the same examples, which top both rankings")
+_TOPK_NOT_THE_LEVER = ("n is not the lever: the shared examples needed fall only as the chance overlap K^2/n "
+                       "shrinks; top_k and the cohort size set them")
+
 SIMULATED_TESTS = {
     "mink_tail": SimulatedTest(
         test="one-sided cohort-relabel permutation test of the share of examples with Delta > flag_threshold",
@@ -171,15 +186,20 @@ SIMULATED_TESTS = {
         n_unit="examples", draw=_loss_draw, largest=lambda sizes: 8.0, count_of=None, lever="examples",
         lever_unit="examples"),
     "topk_jaccard": SimulatedTest(
-        test="hypergeometric tests of the target's top-K overlaps, the smallest p Bonferroni-corrected over its pairs",
-        model=("per-example Min-K%++ scores iid N(0, 1) for the target and each reference (independent rankings, "
-               "the hypergeometric null; shared easiness, the audit's confound, is left out); the target and one "
-               "leaky reference memorised the same examples, which top both rankings"),
+        test=("one-sided cohort-relabel permutation test of the target's largest top-K overlap with a reference "
+              "(detector.null=relabel, the default)"),
+        model=_TOPK_MODEL + "; " + _COHORT_NULL,
         effect_unit="examples in both the target's and the leaky reference's top-K (of top_k)",
-        n_unit="examples", draw=_topk_draw, largest=lambda sizes: float(sizes["top_k"]), count_of="", lever=None,
-        permutation_test=False,
-        not_the_lever=("n is not the lever: the shared examples needed fall only as the chance overlap K^2/n "
-                       "shrinks; top_k and the cohort size (the Bonferroni factor) set them")),
+        n_unit="examples", draw=_topk_relabel_draw, largest=lambda sizes: float(sizes["top_k"]), count_of="",
+        lever=None, not_the_lever=_TOPK_NOT_THE_LEVER),
+    "topk_jaccard_hypergeometric": SimulatedTest(
+        test=("hypergeometric tests of the target's top-K overlaps, the smallest p Bonferroni-corrected over its pairs "
+              "(detector.null=hypergeometric, the audit's test)"),
+        model=(_TOPK_MODEL + " (independent rankings, the hypergeometric null; shared easiness, the audit's confound, "
+               "is left out)"),
+        effect_unit="examples in both the target's and the leaky reference's top-K (of top_k)",
+        n_unit="examples", draw=_topk_hypergeometric_draw, largest=lambda sizes: float(sizes["top_k"]), count_of="",
+        lever=None, permutation_test=False, not_the_lever=_TOPK_NOT_THE_LEVER),
     "image_nn": SimulatedTest(
         test="one-sided beta-binomial test of the flagged-image count against the calibrated rate",
         model=("nearest-neighbour distances of benchmark images and of the calibration sample iid (any "
@@ -195,6 +215,14 @@ SIMULATED_TESTS = {
         n_unit="members and non-members", draw=_memorization_draw, largest=lambda sizes: 8.0, count_of=None,
         lever="members", lever_unit="members (the non-members scaled in proportion)"),
 }
+
+
+def simulated_kind(kind: str, detector_cfg) -> str:
+    """The entry of SIMULATED_TESTS that simulates a detector's own test: topk_jaccard's follows
+    its ``null`` (the relabel test by default, the hypergeometric tests when asked for)."""
+    if kind == "topk_jaccard" and OverlapNull(detector_cfg.null) is OverlapNull.hypergeometric:
+        return "topk_jaccard_hypergeometric"
+    return kind
 
 
 def simulated_test(kind: str) -> SimulatedTest:

@@ -74,11 +74,12 @@ def mink_tail(ctx: CellContext) -> DetectorResult:
 def topk_jaccard(ctx: CellContext) -> DetectorResult:
     from medexp.config.schemas import RankBy
     from medexp.detectors import topk_jaccard_detector
+    from medexp.detectors.power_simulation import simulated_kind
 
     detector = ctx.cfg.detector
     result = topk_jaccard_detector(cohort_scores(ctx), detector, ctx.seed)
     ranking = {"top_k": int(detector.top_k), "rank_by_delta": int(RankBy(detector.rank_by) is RankBy.delta)}
-    return _with_mde(ctx, "topk_jaccard", result, ranking)
+    return _with_mde(ctx, simulated_kind("topk_jaccard", detector), result, ranking)
 
 
 def loss(ctx: CellContext) -> DetectorResult:

@@ -69,7 +69,8 @@ POWER_FORMULAS = {
 # ``medexp.evaluators.simulated_power``; those sit above this pure layer).
 BY_SIMULATION = {
     "mink_tail": "a cohort-relabel permutation test of a tail fraction",
-    "topk_jaccard": "hypergeometric tests of top-K overlaps between cohort models",
+    "topk_jaccard": "a cohort-relabel permutation test of the largest top-K overlap (or, with null=hypergeometric, "
+                    "hypergeometric tests of the overlaps)",
     "loss": "a cohort-relabel permutation test of the mean loss gap",
     "image_nn": "a beta-binomial test of the flag count against a calibrated rate",
     "memorization": "a permutation test of members' mean M(x) over paired models",

@@ -104,3 +104,17 @@ def test_topk_says_why_n_is_not_its_lever(tmp_path, monkeypatch):
     lines = answer(compose(overrides), options)
     assert any("examples in both the target's and the leaky reference's top-K" in line for line in lines)
     assert lines[-1] == f"effect 3: {SIMULATED_TESTS['topk_jaccard'].not_the_lever}"
+
+
+@pytest.mark.parametrize(("null", "kind", "test"), [
+    ("relabel", "topk_jaccard", "cohort-relabel permutation test"),
+    ("hypergeometric", "topk_jaccard_hypergeometric", "hypergeometric tests"),
+])
+def test_topk_simulates_the_null_its_detector_runs(tmp_path, monkeypatch, null, kind, test):
+    monkeypatch.setenv("MEDEXP_POWER_SIMULATIONS", "20")
+    overrides, options = split_arguments(["bench=demo", "detector=topk_jaccard", f"detector.null={null}",
+                                          f"paths.cache_dir={tmp_path}"])
+    lines = answer(compose(overrides), options)
+    assert lines[0].endswith(f"(kind {kind})")
+    assert lines[1].startswith(f"test: one-sided {test}" if null == "relabel" else f"test: {test}")
+

@@ -7,12 +7,14 @@ from __future__ import annotations
 import math
 
 import pytest
+from omegaconf import OmegaConf
 from scipy.stats import betabinom, hypergeom
 
 from medexp.detectors.image_nn import flag_count_p_value, null_rank
 from medexp.detectors.power_simulation import (
     SIMULATED_TESTS,
     rejection_rate,
+    simulated_kind,
     simulated_mde,
     simulated_n,
     simulation_permutations,
@@ -23,13 +25,17 @@ SMALL = {
     "mink_tail": {"examples": 150, "models": 4},
     "loss": {"examples": 150, "models": 4},
     "topk_jaccard": {"examples": 150, "models": 4, "top_k": 10, "rank_by_delta": 1},
+    "topk_jaccard_hypergeometric": {"examples": 150, "models": 4, "top_k": 10, "rank_by_delta": 1},
     "image_nn": {"images": 150, "calibration": 600, "tau_alpha": 0.05},
     "memorization": {"members": 100, "nonmembers": 100},
 }
 
 
 def test_every_kind_without_a_formula_but_with_a_test_is_simulated():
-    assert set(SIMULATED_TESTS) == set(BY_SIMULATION)
+    # topk_jaccard is simulated under each of its nulls (detector.null: relabel, hypergeometric)
+    assert set(SIMULATED_TESTS) == set(BY_SIMULATION) | {"topk_jaccard_hypergeometric"}
+    assert simulated_kind("topk_jaccard", OmegaConf.create({"null": "hypergeometric"})) == "topk_jaccard_hypergeometric"
+    assert simulated_kind("topk_jaccard", OmegaConf.create({"null": "relabel"})) == "topk_jaccard"
 
 
 def test_the_permutations_resolve_a_fifth_of_alpha():
@@ -44,9 +50,21 @@ def test_each_simulated_test_holds_its_level_at_effect_zero(kind):
     assert rate <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 400)
 
 
-def test_topk_ranked_by_score_holds_its_level_too():
-    rate = rejection_rate("topk_jaccard", {**SMALL["topk_jaccard"], "rank_by_delta": 0}, 0.0, 0.05, n_sim=400, seed=3)
+@pytest.mark.parametrize("kind", ["topk_jaccard", "topk_jaccard_hypergeometric"])
+def test_topk_ranked_by_score_holds_its_level_too(kind):
+    rate = rejection_rate(kind, {**SMALL[kind], "rank_by_delta": 0}, 0.0, 0.05, n_sim=400, seed=3)
     assert rate <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 400)
+
+
+def test_the_relabel_null_asks_for_more_shared_examples_than_the_hypergeometric_one():
+    """The relabel null moves the leaky pair's lift between the models, so the target's largest
+    overlap under it is not a uniformly random K-set's: the same overlap is less surprising
+    (measured at 400 examples, 4 models, K=10, alpha 0.05: 4 shared examples against 3)."""
+    sizes = {"examples": 400, "models": 4, "top_k": 10, "rank_by_delta": 1}
+    relabel = simulated_mde("topk_jaccard", sizes, 0.05, n_sim=60).mde
+    hypergeometric = simulated_mde("topk_jaccard_hypergeometric", sizes, 0.05, n_sim=60).mde
+    assert hypergeometric < relabel <= sizes["top_k"]
+    assert rejection_rate("topk_jaccard", sizes, sizes["top_k"], 0.05, n_sim=30) == 1.0  # a whole shared top-K
 
 
 def test_the_mde_falls_with_n():
@@ -101,15 +119,15 @@ def topk_power(shared: int, n: int, k: int, references: int, alpha: float) -> fl
     return float(1 - leaky_misses * clean_misses ** (references - 1))
 
 
-def test_topk_jaccard_matches_its_exact_power():
+def test_topk_jaccard_hypergeometric_matches_its_exact_power():
     n, k, models, alpha, draws = 120, 10, 4, 0.01, 600
     sizes = {"examples": n, "models": models, "top_k": k, "rank_by_delta": 0}
     for shared in range(0, 4):
         exact = topk_power(shared, n, k, models - 1, alpha)
-        simulated = rejection_rate("topk_jaccard", sizes, shared, alpha, n_sim=draws)
+        simulated = rejection_rate("topk_jaccard_hypergeometric", sizes, shared, alpha, n_sim=draws)
         assert abs(simulated - exact) < 3 * math.sqrt(max(exact * (1 - exact), 1e-3) / draws), shared
     hand = next(shared for shared in range(k + 1) if topk_power(shared, n, k, models - 1, alpha) >= 0.8)
-    assert simulated_mde("topk_jaccard", sizes, alpha, n_sim=draws).mde == hand
+    assert simulated_mde("topk_jaccard_hypergeometric", sizes, alpha, n_sim=draws).mde == hand
 
 
 def test_an_effect_beyond_the_search_is_nan_not_a_number():
