@@ -13,16 +13,34 @@ import numpy as np
 
 # Null draws are generated in blocks of this many permutations.
 _BLOCK = 64
+_BLOCK_VALUES = 1 << 20  # scores per block of relabelled matrices (8 MiB of float64)
 
 
 def deltas_vs_cohort(scores) -> np.ndarray:
     """``delta[i, j] = scores[i, j] - median over l != j of scores[i, l]`` for every model j."""
-    matrix = _score_matrix(scores, min_models=3, what="deltas_vs_cohort")
-    deltas = np.empty_like(matrix)
-    for column in range(matrix.shape[1]):
-        others = np.delete(matrix, column, axis=1)
-        deltas[:, column] = matrix[:, column] - np.median(others, axis=1)
-    return deltas
+    return _deltas(_score_matrix(scores, min_models=3, what="deltas_vs_cohort"))
+
+
+def _deltas(matrix: np.ndarray) -> np.ndarray:
+    """:func:`deltas_vs_cohort` over the last axis (the models) of any stack of score matrices.
+
+    Each row is sorted once. Removing a model's score from the sorted row leaves the others in
+    order, so the i-th smallest of the others is the row's i-th value below the model's rank and
+    the (i + 1)-th from it on; the median of the others averages the same one or two values that
+    ``np.median`` of them would, so the result is identical, without one median per model. Tied
+    scores share the lowest rank among them: removing any one of equal values leaves the same
+    others."""
+    ordered = np.sort(matrix, axis=-1)
+    rank = np.zeros(matrix.shape, dtype=np.intp)
+    for model in range(matrix.shape[-1]):
+        rank += matrix[..., model : model + 1] < matrix
+
+    def others_at(index: int) -> np.ndarray:  # the index-th smallest of the others, per model
+        return np.where(index >= rank, ordered[..., index + 1 : index + 2], ordered[..., index : index + 1])
+
+    middle = (matrix.shape[-1] - 1) // 2
+    median = others_at(middle) if (matrix.shape[-1] - 1) % 2 else (others_at(middle - 1) + others_at(middle)) / 2
+    return matrix - median
 
 
 @dataclass(frozen=True)
@@ -107,23 +125,34 @@ def cohort_relabel_overlap_test(scores, k: int, by_delta: bool, n_permutations: 
         raise ValueError(f"top-K needs 1 <= K <= number of examples ({n_examples}), got K={k}")
     if n_permutations < 1:
         raise ValueError("n_permutations must be >= 1")
-    observed = _largest_target_overlap(matrix, k, by_delta)
+    observed = int(_largest_target_overlaps(matrix[np.newaxis], k, by_delta)[0])
     rng = np.random.default_rng(seed)
     columns = np.tile(np.arange(n_models), (n_examples, 1))
-    null = np.array([_largest_target_overlap(np.take_along_axis(matrix, rng.permuted(columns, axis=1), axis=1),
-                                             k, by_delta) for _ in range(n_permutations)])
+    null = np.empty(n_permutations, dtype=np.int64)
+    block = max(1, _BLOCK_VALUES // matrix.size)
+    for start in range(0, n_permutations, block):
+        count = min(block, n_permutations - start)
+        # one relabelling at a time from the stream, so the p-value does not depend on the block size
+        orders = np.stack([rng.permuted(columns, axis=1) for _ in range(count)])
+        relabelled = np.take_along_axis(np.broadcast_to(matrix, orders.shape), orders, axis=2)
+        null[start : start + count] = _largest_target_overlaps(relabelled, k, by_delta)
     n_exceed = int(np.count_nonzero(null >= observed))
     return OverlapRelabelResult(observed, (1 + n_exceed) / (1 + n_permutations), n_permutations, n_exceed,
                                 float(null.mean()))
 
 
-def _largest_target_overlap(matrix: np.ndarray, k: int, by_delta: bool) -> int:
-    ranked = deltas_vs_cohort(matrix) if by_delta else matrix
-    # the k highest of each column, ties to the earlier example, as top_k_indices
-    tops = np.argsort(-ranked, axis=0, kind="stable")[:k]
-    member = np.zeros(ranked.shape, dtype=bool)
-    member[tops, np.arange(ranked.shape[1])] = True
-    return int((member[:, :1] & member[:, 1:]).sum(axis=0).max())
+def _largest_target_overlaps(stack: np.ndarray, k: int, by_delta: bool) -> np.ndarray:
+    """Per (examples, models) matrix of ``stack``, the target's (column 0) largest top-K overlap
+    with another column."""
+    ranked = _deltas(stack) if by_delta else stack
+    # the k highest of each column, ties to the earlier example, as top_k_indices: every score
+    # above the k-th highest, then the earliest examples equal to it
+    kth = np.partition(ranked, ranked.shape[1] - k, axis=1)[:, ranked.shape[1] - k][:, np.newaxis]
+    above, at = ranked > kth, ranked == kth
+    if at.sum(axis=1).max() > 1:  # ties at the k-th score: only the earliest that fit
+        at &= np.cumsum(at, axis=1) <= k - above.sum(axis=1, keepdims=True)
+    member = above | at
+    return (member[..., :1] & member[..., 1:]).sum(axis=1).max(axis=1)
 
 
 def _score_matrix(values, min_models: int, what: str) -> np.ndarray:
