@@ -61,8 +61,8 @@ def _require_references(side: np.ndarray, needed: int, name: str, reason: str) -
     short = int(np.sum(side.sum(axis=0) < needed))
     if short:
         raise TooFewReferences(f"{short} of {side.shape[1]} examples have fewer than {needed} {name} references "
-                         f"({reason}); add reference models (detector.reference_models, or detector.trained_references "
-                         "for models trained on random halves of the examples)")
+                               f"({reason}); add reference models (detector.reference_models, or "
+                               "detector.trained_references for models trained on random halves of the examples)")
 
 
 def _side_moments(values: np.ndarray, side: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
