@@ -145,13 +145,7 @@ def _largest_target_overlaps(stack: np.ndarray, k: int, by_delta: bool) -> np.nd
     """Per (examples, models) matrix of ``stack``, the target's (column 0) largest top-K overlap
     with another column."""
     ranked = _deltas(stack) if by_delta else stack
-    # the k highest of each column, ties to the earlier example, as top_k_indices: every score
-    # above the k-th highest, then the earliest examples equal to it
-    kth = np.partition(ranked, ranked.shape[1] - k, axis=1)[:, ranked.shape[1] - k][:, np.newaxis]
-    above, at = ranked > kth, ranked == kth
-    if at.sum(axis=1).max() > 1:  # ties at the k-th score: only the earliest that fit
-        at &= np.cumsum(at, axis=1) <= k - above.sum(axis=1, keepdims=True)
-    member = above | at
+    member = top_k_mask(ranked, k, axis=1)
     return (member[..., :1] & member[..., 1:]).sum(axis=1).max(axis=1)
 
 
@@ -167,11 +161,26 @@ def _score_matrix(values, min_models: int, what: str) -> np.ndarray:
 
 
 def top_k_indices(scores, k: int) -> np.ndarray:
-    """Indices of the k highest scores; ties go to the earlier example, so the set is deterministic."""
+    """Indices, ascending, of the k highest scores; ties go to the earlier example, so the set is
+    deterministic."""
     values = np.asarray(scores, dtype=np.float64)
-    if not 1 <= k <= values.size:
-        raise ValueError(f"top-K needs 1 <= K <= number of examples ({values.size}), got K={k}")
-    return np.argsort(-values, kind="stable")[:k]
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"top-K: {int(np.sum(~np.isfinite(values)))} scores are NaN or infinite")
+    return np.flatnonzero(top_k_mask(values, k))
+
+
+def top_k_mask(values: np.ndarray, k: int, axis: int = 0) -> np.ndarray:
+    """Boolean mask of the k highest finite values along ``axis`` of an array of any shape; ties
+    go to the earlier position: every value above the k-th highest, then the earliest equal to it.
+    One rule for a single ranking (:func:`top_k_indices`) and for stacks of relabelled cohorts."""
+    size = values.shape[axis]
+    if not 1 <= k <= size:
+        raise ValueError(f"top-K needs 1 <= K <= number of examples ({size}), got K={k}")
+    kth = np.take(np.partition(values, size - k, axis=axis), [size - k], axis=axis)
+    above, at = values > kth, values == kth
+    if at.sum(axis=axis).max() > 1:  # ties at the k-th value: only the earliest that fit
+        at &= np.cumsum(at, axis=axis) <= k - above.sum(axis=axis, keepdims=True)
+    return above | at
 
 
 @dataclass(frozen=True)

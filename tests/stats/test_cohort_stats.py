@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from medexp.stats import cohort_relabel_test, deltas_vs_cohort, top_k_indices, top_k_overlap
+from medexp.stats.cohort import top_k_mask
 
 
 def test_deltas_against_the_median_of_the_other_models():
@@ -73,8 +74,25 @@ def test_relabel_rejects_bad_input():
 def test_top_k_ties_go_to_the_earlier_example():
     np.testing.assert_array_equal(top_k_indices([1.0, 3.0, 3.0, 2.0], 2), [1, 2])
     np.testing.assert_array_equal(top_k_indices([5.0, 5.0, 5.0], 2), [0, 1])
+    np.testing.assert_array_equal(top_k_indices([2.0, 1.0, 2.0, 9.0, 2.0], 3), [0, 2, 3])
     with pytest.raises(ValueError, match="1 <= K <= number of examples"):
         top_k_indices([1.0, 2.0], 3)
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        top_k_indices([1.0, np.nan, 2.0], 1)
+
+
+def test_top_k_mask_along_an_axis_is_top_k_indices_of_every_slice():
+    """The relabel test ranks whole stacks of cohorts at once; each slice must get the set that
+    top_k_indices gives it, ties included (scores on a coarse grid tie often)."""
+    stack = np.random.default_rng(3).integers(0, 6, size=(4, 30, 5)).astype(float)
+    mask = top_k_mask(stack, 7, axis=1)
+    for block in range(stack.shape[0]):
+        for column in range(stack.shape[2]):
+            np.testing.assert_array_equal(np.flatnonzero(mask[block, :, column]),
+                                          top_k_indices(stack[block, :, column], 7))
+            # against the plain definition: a stable sort by descending score
+            assert set(np.flatnonzero(mask[block, :, column])) == set(
+                np.argsort(-stack[block, :, column], kind="stable")[:7].tolist())
 
 
 def test_top_k_overlap_by_hand():
