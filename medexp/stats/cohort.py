@@ -170,9 +170,11 @@ def top_k_indices(scores, k: int) -> np.ndarray:
 
 
 def top_k_mask(values: np.ndarray, k: int, axis: int = 0) -> np.ndarray:
-    """Boolean mask of the k highest finite values along ``axis`` of an array of any shape; ties
-    go to the earlier position: every value above the k-th highest, then the earliest equal to it.
-    One rule for a single ranking (:func:`top_k_indices`) and for stacks of relabelled cohorts."""
+    """Boolean mask of the k highest values along ``axis`` of an array of any shape; ties go to
+    the earlier position: every value above the k-th highest, then the earliest equal to it.
+    One rule for a single ranking (:func:`top_k_indices`) and for stacks of relabelled cohorts.
+    A NaN is never above or equal to anything, so its slice would get fewer than k: callers pass
+    checked values (:func:`top_k_indices`, :func:`_score_matrix`)."""
     size = values.shape[axis]
     if not 1 <= k <= size:
         raise ValueError(f"top-K needs 1 <= K <= number of examples ({size}), got K={k}")
