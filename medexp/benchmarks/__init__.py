@@ -34,6 +34,9 @@ LOADERS = {
     "demo_classes": "medexp.demo.loaders:load_demo_classes",
     "vlmevalkit_tsv": "medexp.benchmarks.vlmevalkit_tsv:load",
 }
+# Formats that can be read from their annotations alone, for a cell that reads no pixels:
+# format -> "module:function" like a loader's, every example's image None.
+ANNOTATION_LOADERS = {"slake": "medexp.benchmarks.slake:load_annotations"}
 _HUB_FORMATS = ("slake", "hf_parquet", "vqa_rad", "pathvqa", "omnimedvqa", "image_set", "pmc_oa", "medvigil")
 # Formats whose rows are images without questions (corpora): their examples need no text field.
 _IMAGE_FORMATS = ("image_set", "pmc_oa", "demo_corpus")
@@ -99,21 +102,28 @@ def expected_count(bench_cfg) -> int | None:
 
 
 def load_benchmark_from_config(bench_cfg, cache_dir: str | Path, needs: Iterable[str] | None = None,
-                               check_skips: bool = True) -> Benchmark:
+                               check_skips: bool = True, pixels: bool = True) -> Benchmark:
     """Load the benchmark a ``bench`` config describes, in released order.
 
     Reads ``bench.root`` when set, else the hub (``bench.hub_id``); demo data is generated on
     first use. Rows are skipped for what the task ``needs`` (:func:`task_needs`); more than
     ``bench.max_skipped_share`` of them skipped raises :class:`~medexp.benchmarks.skips.TooManySkipped`
     (``check_skips=False`` leaves that to the caller). Logs a warning when the count differs from
-    the split's expected count (:func:`expected_count`).
+    the split's expected count (:func:`expected_count`). ``pixels=False`` (the caller reads no
+    image): a format of :data:`ANNOTATION_LOADERS` is read from its annotations alone, without
+    looking for its images; another format loads as usual.
     """
     from medexp.registry import import_object
 
     fmt = check_bench_config(bench_cfg)
-    load = import_object(LOADERS[fmt])
+    annotations_only = not pixels and fmt in ANNOTATION_LOADERS
+    load = import_object(ANNOTATION_LOADERS[fmt] if annotations_only else LOADERS[fmt])
+    if annotations_only:
+        log.info("bench=%s: the cell reads no pixels: loading the annotations alone (no image is looked for)",
+                 bench_cfg.name)
     log.info("bench=%s: loading split %s (format %s)", bench_cfg.name, bench_cfg.split, fmt)
     benchmark = requiring(load(bench_cfg, Path(cache_dir)), task_needs(bench_cfg, needs))
+    benchmark.annotations_only = annotations_only
     if benchmark.layout is None:  # a format with a single layout
         benchmark.layout = fmt
     if benchmark.skipped:

@@ -57,6 +57,8 @@ class Benchmark:
     outside_selection: frozenset[str] = frozenset()
     # Rows removed by bench.dedup (a repeated (image, question, answer) triple), with the row they repeat.
     removed_duplicates: list[SkippedExample] = field(default_factory=list)
+    # Read from its annotations alone (no image looked for), for a cell that reads no pixels.
+    annotations_only: bool = False
 
     def __post_init__(self) -> None:
         if not self.examples:

@@ -42,6 +42,7 @@ DETECTION_FILE = "detection.json"
 MASK_FILE = "mask.png"
 RELEASE_LAYOUT = "slake_release"  # <root>/<image_dir>/ folder, as the authors distribute it
 ARCHIVE_LAYOUT = "slake_archive"  # <root>/<image_dir>.zip, as the hub dataset ships it
+ANNOTATIONS_LAYOUT = "slake_annotations"  # <root>/<split>.json read alone: no image is opened
 META_FIELDS = ("answer_type", "content_type", "modality", "location", "base_type", "img_name", "q_lang")
 _REQUIRED = ("qid", "img_name")  # without them a row names no example or no image
 
@@ -53,10 +54,30 @@ def load(bench_cfg, cache_dir: Path) -> Benchmark:
     image_dir = bench_cfg.image_dir or DEFAULT_IMAGE_DIR
     root = dataset_root(bench_cfg, cache_dir, [f"{bench_cfg.split}.json", f"{image_dir}.zip"])
     languages = list(bench_cfg.languages) if bench_cfg.languages is not None else None
-    return load_slake(
-        bench_cfg.name, root, bench_cfg.split, Path(cache_dir), languages, image_dir, bench_cfg.max_examples,
-        bench_cfg.allow_outside_root, every_row=bool(bench_cfg.get("image_only")),
-    )
+    try:
+        return load_slake(
+            bench_cfg.name, root, bench_cfg.split, Path(cache_dir), languages, image_dir, bench_cfg.max_examples,
+            bench_cfg.allow_outside_root, every_row=bool(bench_cfg.get("image_only")),
+        )
+    except FileNotFoundError as error:
+        if (Path(root) / f"{bench_cfg.split}.json").is_file() and "no image folder" in str(error):
+            raise FileNotFoundError(
+                f"bench={bench_cfg.name}: {error}. This cell reads images; only a cell whose models are records of "
+                "per-example scores (model source scores) and whose detector reads nothing else loads "
+                f"{bench_cfg.split}.json alone") from error
+        raise
+
+
+def load_annotations(bench_cfg, cache_dir: Path) -> Benchmark:
+    """A SLAKE split from its question file alone (``<split>.json``, no ``imgs/``), for a cell that
+    reads no pixels: every example's image is None, its ``img_name`` stays in meta (questions still
+    cluster on images), and the layout is :data:`ANNOTATIONS_LAYOUT`."""
+    from medexp.benchmarks.hub import dataset_root
+
+    root = dataset_root(bench_cfg, cache_dir, [f"{bench_cfg.split}.json"])
+    languages = list(bench_cfg.languages) if bench_cfg.languages is not None else None
+    return load_slake(bench_cfg.name, root, bench_cfg.split, Path(cache_dir), languages,
+                      max_examples=bench_cfg.max_examples, every_row=bool(bench_cfg.get("image_only")), pixels=False)
 
 
 def load_slake(
@@ -69,22 +90,28 @@ def load_slake(
     max_examples: int | None = None,
     allow_outside_root: bool = False,
     every_row: bool = False,
+    pixels: bool = True,
 ) -> Benchmark:
     """Read ``<root>/<split>.json`` in file order, keeping the questions in ``languages``.
 
     ``every_row``: read the rows of every language too (an image corpus), marked outside the
     selection (``Benchmark.outside_selection``) when their language is not in ``languages``.
+    ``pixels=False``: the images are neither looked for nor opened (examples without an image).
     """
     path = split_file(name, root, f"{split}.json")
     records = read_json(path, list, "a JSON list of question records")
-    images = image_folder(Path(root), image_dir, cache_dir)
+    images = image_folder(Path(root), image_dir, cache_dir) if pixels else None
     rows = _rows(records, path, images, languages, every_row)
     benchmark = assemble(name, split, rows, max_examples, images, allow_outside_root, [path])
-    benchmark.layout = RELEASE_LAYOUT if (Path(root) / image_dir).is_dir() else ARCHIVE_LAYOUT
+    if not pixels:
+        benchmark.layout = ANNOTATIONS_LAYOUT
+    else:
+        benchmark.layout = RELEASE_LAYOUT if (Path(root) / image_dir).is_dir() else ARCHIVE_LAYOUT
     return benchmark
 
 
-def _rows(records: list, path: Path, images: Path, languages: Optional[list[str]], every_row: bool) -> Iterator[SourceRow]:
+def _rows(records: list, path: Path, images: Optional[Path], languages: Optional[list[str]],
+          every_row: bool) -> Iterator[SourceRow]:
     annotations: dict[Path, dict[str, Any]] = {}  # per image folder: about ten questions share one
     for index, record in enumerate(records):
         where = f"{path}[{index}]"
@@ -102,8 +129,8 @@ def _rows(records: list, path: Path, images: Path, languages: Optional[list[str]
             readable_qid = isinstance(record, dict) and field_text(record, "qid", where)[1] is None
             yield problem_row(problem, where, record["qid"] if readable_qid else None)
             continue
-        image = images / str(record["img_name"])
-        if image.parent not in annotations:
+        image = images / str(record["img_name"]) if images is not None else None
+        if image is not None and image.parent not in annotations:
             annotations[image.parent] = image_annotations(image)
         flaws: dict[str, str] = {}
         yield SourceRow(
@@ -111,7 +138,8 @@ def _rows(records: list, path: Path, images: Path, languages: Optional[list[str]
             question=text_field(record, "question", where, flaws),
             answer=text_field(record, "answer", where, flaws),
             image=image,
-            meta={**{key: record.get(key) for key in META_FIELDS}, **annotations[image.parent]},
+            meta={**{key: record.get(key) for key in META_FIELDS},
+                  **(annotations[image.parent] if image is not None else {ROI_BOXES: None, ROI_MASK: None})},
             where=where,
             flaws=flaws,
             selected=selected,

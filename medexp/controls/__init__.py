@@ -30,14 +30,15 @@ from medexp.controls.images import negative_image_set, without_images
 from medexp.controls.ordering import answer_lengths, mink_scores, order_by_hash, order_by_values, order_spearman
 
 
-def control_benchmark(cfg, cache_dir: str | Path, needs=None) -> Benchmark:
+def control_benchmark(cfg, cache_dir: str | Path, needs=None, pixels: bool = True) -> Benchmark:
     """The benchmark a cell runs on: the cell's bench, or a negative control's image set.
-    ``needs``: the example fields the detector reads (rows unusable for them are skipped)."""
+    ``needs``: the example fields the detector reads (rows unusable for them are skipped);
+    ``pixels=False``: the cell reads no image, so the bench may be read from its annotations alone."""
     from medexp.benchmarks import load_benchmark_from_config
 
     if ControlKind(cfg.control.kind) is ControlKind.negative_images:
         return negative_image_set(cfg.control, cache_dir)
-    return load_benchmark_from_config(cfg.bench, cache_dir, needs)
+    return load_benchmark_from_config(cfg.bench, cache_dir, needs, pixels=pixels)
 
 
 def apply_control(ctx) -> list[Example]:
@@ -54,9 +55,7 @@ def apply_control(ctx) -> list[Example]:
     if kind is ControlKind.blind_image:
         return without_images(examples)
     if kind in (ControlKind.order_answer_len, ControlKind.order_mink):
-        from medexp.scoring import example_scores
-
-        table = example_scores(ctx.scorer, ctx.model_key, examples, ctx.cache_dir)
+        table = ctx.example_scores(examples)
         if kind is ControlKind.order_answer_len:
             return order_by_values(examples, answer_lengths(table), "answer token count")
         return order_by_values(examples, mink_scores(table, ctx.cfg.control.k_percent), "Min-K%++ score")

@@ -33,6 +33,7 @@ EVALUATORS = {
     "text_only": "medexp.evaluators.mmdetect:text_only",
     "medvigil": "medexp.evaluators.medvigil:medvigil",
     "perturbation_gap": "medexp.evaluators.perturbation:perturbation_gap",
+    "overlap_gap": "medexp.evaluators.overlap:overlap_gap",
 }
 
 
@@ -48,3 +49,42 @@ def detector_kind(detector_cfg) -> str:
 def evaluator_for(detector_cfg) -> Evaluator:
     """The evaluator of a composed detector config (its module is imported here, once)."""
     return import_object(EVALUATORS[detector_kind(detector_cfg)])
+
+
+def cell_model_configs(cfg) -> dict:
+    """The model configs a cell reads, by name as listed: its model, its cohort (none under
+    control=synthetic, whose cohort is the calibration model's members), its reference models, its
+    baseline (``detector.baseline``) and its control's external baselines."""
+    from medexp.config import listed_model_config
+    from medexp.config.schemas import ControlKind
+
+    configs = {str(cfg.model.name): cfg.model}
+    cohort = [] if ControlKind(cfg.control.kind) is ControlKind.synthetic else cfg.detector.get("cohort", [])
+    baseline = [cfg.detector.baseline] if cfg.detector.get("baseline") else []
+    for name in [*cohort, *cfg.detector.get("reference_models", []), *baseline, *cfg.control.get("baselines", [])]:
+        # keyed by the list entry as written, so the inputs hash of a list of bare names is unchanged
+        configs.setdefault(str(name), listed_model_config(str(name)))
+    return configs
+
+
+def check_records(cfg) -> None:
+    """Refuse, before anything is loaded, a cell one of whose models is a record of scores that
+    cannot serve its detector or control (``medexp.models.records.record_refusal``)."""
+    from medexp.models.records import record_refusal
+
+    for model_cfg in cell_model_configs(cfg).values():
+        problem = record_refusal(model_cfg, cfg.detector, cfg.control)
+        if problem:
+            raise ValueError(problem)
+
+
+def cell_reads_pixels(cfg) -> bool:
+    """Whether a cell reads its benchmark's images: always, unless every model it reads is a record
+    of scores and its detector reads nothing but their per-example scores (then the release's
+    annotations alone are loaded, and the run says so)."""
+    from medexp.models.records import RECORD_READABLE, is_record
+
+    schema = OmegaConf.get_type(cfg.detector)
+    if getattr(schema, "model_needs", "model") != RECORD_READABLE:
+        return True
+    return not all(is_record(model_cfg) for model_cfg in cell_model_configs(cfg).values())

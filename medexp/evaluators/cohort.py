@@ -9,12 +9,10 @@ detector.
 
 from __future__ import annotations
 
-import functools
 import logging
 
 from medexp.detectors.base import DetectorResult
 from medexp.evaluators.context import CellContext
-from medexp.models.keys import model_cache_key
 
 log = logging.getLogger("medexp")
 
@@ -27,7 +25,6 @@ def cohort_scores(ctx: CellContext):
     """
     from medexp.config.schemas import ControlKind
     from medexp.detectors import CohortScores
-    from medexp.scoring import example_scores
 
     if ControlKind(ctx.cfg.control.kind) is ControlKind.synthetic:  # the calibration model's cohort, no scoring
         from medexp.controls.synthetic import synthetic_cell_scores
@@ -35,7 +32,7 @@ def cohort_scores(ctx: CellContext):
         return synthetic_cell_scores(ctx)
     listed = listed_references(ctx.cfg)
     target = str(ctx.cfg.model.name)
-    tables = {target: example_scores(ctx.scorer, ctx.model_key, ctx.examples, ctx.cache_dir)}
+    tables = {target: ctx.example_scores()}
     for reference in [*listed.values(), *ctx.cohort_additions]:
         label = str(reference.name)
         if label != target and label not in tables:
@@ -55,13 +52,10 @@ def listed_references(cfg) -> dict:
 
 
 def _reference_scores(ctx: CellContext, reference):
-    """A reference model's score table of the cell's examples; the model loads on a cache miss only."""
-    from medexp.models import load_scorer
-    from medexp.scoring import example_scores
-
-    log.info("cohort model %s: scoring %d examples (cached after the first time)", reference.name, len(ctx.examples))
-    scorer = functools.cache(functools.partial(load_scorer, reference, ctx.cache_dir))
-    return example_scores(scorer, model_cache_key(reference, ctx.cache_dir), ctx.examples, ctx.cache_dir)
+    """A reference model's score table of the cell's examples; the model loads on a cache miss only
+    (a model on record is read from its file)."""
+    log.info("cohort model %s: scores of %d examples (cached after the first time)", reference.name, len(ctx.examples))
+    return ctx.example_scores(model_cfg=reference)
 
 
 def mink_tail(ctx: CellContext) -> DetectorResult:

@@ -29,6 +29,8 @@ class CellContext:
     cohort_additions: list[DictConfig] = field(default_factory=list)
     corpus: Benchmark | None = None  # image_nn's reference corpus, loaded with the cell's inputs
     twin: Benchmark | None = None  # perturbation_gap: the bench's perturbed twin, loaded with the cell's inputs
+    # Models on record (source: scores) read so far, by model name: what their files gave and skipped.
+    records: dict = field(default_factory=dict)
 
     @functools.cached_property
     def model_key(self) -> dict:
@@ -42,6 +44,21 @@ class CellContext:
 
     def scorer(self):
         return self._scorer
+
+    def example_scores(self, examples: list[Example] | None = None, model_cfg=None):
+        """The per-example score table of ``examples`` (the cell's by default) under ``model_cfg``
+        (the cell's model by default): scored through the cache, or read from the file of a model
+        on record, whose counts of rows read and skipped join the cell's metrics."""
+        from medexp.models.records import model_example_scores
+
+        examples = self.examples if examples is None else examples
+        own = model_cfg is None
+        model_cfg = self.cfg.model if own else model_cfg
+        scorer = self.scorer if own else None
+        table, record = model_example_scores(model_cfg, examples, self.cache_dir, self.cfg.bench, scorer)
+        if record is not None:
+            self.records[str(model_cfg.name)] = record
+        return table
 
     def nonmember_examples(self, split: str) -> list[Example]:
         """The examples of ``split`` of the cell's benchmark, as non-members against the cell's
@@ -65,10 +82,13 @@ class CellContext:
         score came from the cache: nothing was computed) or its scorer does not count tokens.
         The counts describe this run's work, so they are not stored with the cached scores,
         whose key leaves out how they were computed (``model.shared_prefix``)."""
+        metrics = {}
+        for name, record in self.records.items():  # the cell's own model unsuffixed, others by name
+            metrics.update(record.metrics("" if name == str(self.cfg.model.name) else f".{name}"))
         counts = getattr(self.__dict__.get("_scorer"), "token_counts", None)
         if counts is None or not counts.naive:
-            return {}
-        return {"tokens_naive": float(counts.naive), "tokens_computed": float(counts.computed)}
+            return metrics
+        return {**metrics, "tokens_naive": float(counts.naive), "tokens_computed": float(counts.computed)}
 
 
 # An evaluator: fetches the score tables or answers its detector needs and calls the detector.

@@ -17,7 +17,6 @@ def exch(ctx: CellContext) -> DetectorResult:
 
 def exch_rank(ctx: CellContext) -> DetectorResult:
     from medexp.detectors import exch_rank_detector
-    from medexp.scoring import example_scores
 
-    table = example_scores(ctx.scorer, ctx.model_key, ctx.examples, ctx.cache_dir)
+    table = ctx.example_scores()
     return exch_rank_detector(table, ctx.cfg.detector, ctx.seed)

@@ -12,8 +12,12 @@ BUILT_SOURCES = {
     "demo": ("demo", "medexp.demo.models:demo_model_dir"),
     "trained": ("train", "medexp.train.models:trained_model_dir"),
 }
-# Black-box families whose "weights" are files the config names: "module:function" path -> digest.
-FILE_DIGESTS = {"responses": "medexp.answers.imported:responses_digest"}
+# Models whose "weights" are files the config names: "module:function" path -> digest. The
+# responses family answers probes from a file; the scores source gives per-example scores from one.
+FILE_DIGESTS = {"responses": "medexp.answers.imported:responses_digest",
+                "scores": "medexp.scoring.records:scores_digest"}
+# Sources whose models are files, not weights: their FILE_DIGESTS entry fingerprints them.
+FILE_SOURCES = ("scores",)
 
 
 def model_location(model_cfg, cache_dir: str | Path) -> str:
@@ -22,6 +26,11 @@ def model_location(model_cfg, cache_dir: str | Path) -> str:
     from medexp.registry import import_object
 
     source = ModelSource(model_cfg.source)
+    if source is ModelSource.scores:
+        raise ValueError(
+            f"model={model_cfg.name} is a record of per-example scores ({model_cfg.scores.path}): it has no "
+            "weights to load; detectors that read only per-example scores run on it"
+        )
     if source is ModelSource.synthetic:
         raise ValueError(
             f"model={model_cfg.name} is a synthetic calibration-model member (source: synthetic): it has no "
@@ -70,6 +79,8 @@ def weights_fingerprint(model_cfg, cache_dir: str | Path) -> str | None:
         digests = [digest(path) for path in files if path]
         return digests[0] if len(digests) == 1 else stable_hash(digests, length=64)
     source = ModelSource(model_cfg.source)
+    if source is ModelSource.scores:
+        return import_object(FILE_DIGESTS[source.value])(model_cfg.scores.path)
     if source is ModelSource.synthetic or (source is ModelSource.hub and not model_cfg.pretrained):
         return None
     return checkpoint_fingerprint(model_location(model_cfg, cache_dir), cache_dir)
@@ -122,6 +133,7 @@ def load_scorer(model_cfg, cache_dir: str | Path):
 
 
 __all__ = [
-    "ADAPTERS", "BACKENDS", "BLACK_BOX_FAMILIES", "BUILT_SOURCES", "FILE_DIGESTS", "checkpoint_fingerprint",
+    "ADAPTERS", "BACKENDS", "BLACK_BOX_FAMILIES", "BUILT_SOURCES", "FILE_DIGESTS", "FILE_SOURCES",
+    "checkpoint_fingerprint",
     "load_scorer", "model_location", "scorer_class", "weights_fingerprint",
 ]

@@ -19,9 +19,11 @@ from medexp.runner.inputs import CellInputs, load_inputs
 def check_cell(cfg: DictConfig) -> None:
     """What can be checked before anything is loaded: an evaluator exists, the control fits."""
     from medexp.controls import check_control_fits
+    from medexp.evaluators import check_records
 
     evaluator_for(cfg.detector)  # NotImplementedError for a detector kind without one
     check_control_fits(cfg.control, cfg.detector)
+    check_records(cfg)  # a record of scores cannot serve a detector that needs the model itself
 
 
 def evaluate(cfg: DictConfig, seed: int, inputs: CellInputs | None = None) -> tuple[dict[str, float], DetectorResult]:
@@ -58,5 +60,7 @@ def evaluate(cfg: DictConfig, seed: int, inputs: CellInputs | None = None) -> tu
         metrics[name] = metrics.get(name, 0.0) + count
     if benchmark.removed_duplicates:
         metrics["n_deduplicated"] = float(len(benchmark.removed_duplicates))
+    if benchmark.annotations_only:  # a cell of records read no pixels: the run says so
+        metrics["bench_annotations_only"] = 1.0
     return metrics, result
 

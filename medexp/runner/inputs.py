@@ -29,10 +29,13 @@ def load_inputs(cfg, cache_dir: str | Path) -> CellInputs:
     from medexp.benchmarks.content import content_hash
     from medexp.config.schemas import ImageNNConfig, PerturbationGapConfig
     from medexp.controls import control_benchmark
+    from medexp.evaluators import cell_reads_pixels
     from medexp.hashing import stable_hash
 
-    # Rows are skipped for the fields this detector reads (an image detector needs no answers).
-    benchmark = control_benchmark(cfg, cache_dir, OmegaConf.get_type(cfg.detector).example_fields)
+    # Rows are skipped for the fields this detector reads (an image detector needs no answers); a
+    # cell of records of scores reads no pixels, so the bench may load from its annotations alone.
+    benchmark = control_benchmark(cfg, cache_dir, OmegaConf.get_type(cfg.detector).example_fields,
+                                  pixels=cell_reads_pixels(cfg))
     bench_hash = content_hash(benchmark.examples, cache_dir)
     corpus = None
     parts = {"benchmark": bench_hash}
@@ -53,15 +56,10 @@ def load_inputs(cfg, cache_dir: str | Path) -> CellInputs:
 
 def model_weights(cfg, cache_dir: str | Path) -> dict[str, str | None]:
     """Fingerprints of the local checkpoints of the cell's model, its cohort, its reference models and its baselines."""
-    from medexp.config import listed_model_config
-    from medexp.config.schemas import ControlKind
+    from medexp.evaluators import cell_model_configs
     from medexp.models import weights_fingerprint
 
-    configs = {str(cfg.model.name): cfg.model}
     # Under control=synthetic the cohort is the calibration model's members, which have no weights:
     # the cohort's demo models are never read, so they are neither built nor fingerprinted.
-    cohort = [] if ControlKind(cfg.control.kind) is ControlKind.synthetic else cfg.detector.get("cohort", [])
-    for name in [*cohort, *cfg.detector.get("reference_models", []), *cfg.control.get("baselines", [])]:
-        # keyed by the list entry as written, so the inputs hash of a list of bare names is unchanged
-        configs.setdefault(str(name), listed_model_config(str(name)))
+    configs = cell_model_configs(cfg)
     return {name: weights_fingerprint(model_cfg, cache_dir) for name, model_cfg in sorted(configs.items())}

@@ -59,6 +59,10 @@ POWER_FORMULAS = {
                                       "half A fits the model)", "Cohen's d of the aggregated membership score",
                                       "one-sided Welch t-test of the linear model's scores on half B: members above "
                                       "non-members"),
+    "overlap_gap": PowerFormula(TWO_SAMPLE_T, "one", "flagged images (against the unflagged images)",
+                                "Cohen's d of the images' mean scores, flagged against unflagged",
+                                "one-sided image-permutation test of the flagged-minus-unflagged gap in mean "
+                                "score (the t-test of image means approximates it)"),
     "codec": PowerFormula(AUC, "one", "members and non-members",
                           "AUC above 0.5 (P(a non-member gains more from in-context examples than a member))",
                           "one-sided Mann-Whitney test: members' in-context gain below non-members'"),

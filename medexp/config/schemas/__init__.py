@@ -4,7 +4,7 @@ Registered in Hydra's ConfigStore by :func:`register_schemas`, so that a YAML fi
 type or an unknown key fails at composition with a message naming the offending key.
 One module per axis (model, bench, images, control, root, report); one per detector family, beside
 its evaluator module in medexp.evaluators (exchangeability, cohort, composition, memorization,
-images, mmdetect, medvigil, perturbation, dataset_tests), over their common base (detector); one for the
+images, mmdetect, medvigil, perturbation, dataset_tests, overlap), over their common base (detector); one for the
 answering section that answering detectors embed (answers), MM-Detect's keyword section
 (keywords), translators (translator) and the bench's twin section (twin); and two for
 `python -m medexp.train` (train, train_app). Model, benchmark and tracking configs share one
@@ -82,6 +82,7 @@ from medexp.config.schemas.mmdetect import (  # noqa: F401
     SlotGuessConfig,
     TextOnlyConfig,
 )
+from medexp.config.schemas.overlap import OverlapGapConfig  # noqa: F401
 from medexp.config.schemas.perturbation import PerturbationGapConfig  # noqa: F401
 from medexp.config.schemas.twin import PairBy, TwinConfig  # noqa: F401
 from medexp.config.schemas.model import (  # noqa: F401
@@ -91,6 +92,10 @@ from medexp.config.schemas.model import (  # noqa: F401
     ModelConfig,
     ModelFamily,
     ModelSource,
+    ScoreKind,
+    ScoresFileConfig,
+    ScoresFormat,
+    ScoresJoin,
 )
 from medexp.config.schemas.report import (  # noqa: F401
     CellSelection,
@@ -139,6 +144,7 @@ DETECTOR_SCHEMAS = {
     "text_only": TextOnlyConfig,
     "medvigil": MedvigilConfig,
     "perturbation_gap": PerturbationGapConfig,
+    "overlap_gap": OverlapGapConfig,
 }
 EMBEDDER_SCHEMAS = {"open_clip": OpenClipEmbedderConfig, "phash": PHashEmbedderConfig}
 TRANSLATOR_SCHEMAS = {"marian": MarianTranslatorConfig, "demo": DemoTranslatorConfig}

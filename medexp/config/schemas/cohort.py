@@ -26,6 +26,8 @@ class CohortDetectorBase(DetectorBase):
     """A detector comparing the cell's model with reference models on the same examples."""
 
     example_fields: ClassVar[tuple[str, ...]] = FREE_TEXT_FIELDS
+    model_needs: ClassVar[str] = "token_scores"
+    model_needs_reason: ClassVar[str] = "per-token Min-K%++ z values over the full vocabulary"
     # Model config names (conf/model/<name>.yaml) scored next to the cell's model; an entry
     # naming the cell's own model is skipped, so a model is never its own reference.
     cohort: List[str] = field(default_factory=list)
@@ -57,6 +59,8 @@ class TopKJaccardConfig(CohortDetectorBase):
 @dataclass
 class LossConfig(CohortDetectorBase):
     """Loss attack: per-example mean negative log-likelihood of the gold answer."""
+
+    model_needs: ClassVar[str] = "scores"
 
     rank_by: RankBy = RankBy.score  # score: the target's own NLL; delta: its NLL gap to the cohort
     top_n: int = at_least(25, 1)  # examples shown as the top-ranked in the figure

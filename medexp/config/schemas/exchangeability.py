@@ -15,6 +15,7 @@ class ExchConfig(DetectorBase):
     """Oren et al. sharded likelihood comparison on text concatenations."""
 
     example_fields: ClassVar[tuple[str, ...]] = FREE_TEXT_FIELDS
+    model_needs_reason: ClassVar[str] = "the model itself, to score shards of the benchmark as text in shuffled orders"
     shards: int = at_least(50, 2)
     permutations: int = at_least(250, 1)
     text_template: str = "Question: {question}\nAnswer: {answer}\n"
@@ -35,5 +36,6 @@ class ExchRankConfig(DetectorBase):
     """Permutation test of Spearman(position, per-example log-likelihood)."""
 
     example_fields: ClassVar[tuple[str, ...]] = FREE_TEXT_FIELDS
+    model_needs: ClassVar[str] = "scores"
     n_permutations: int = at_least(10000, 1)
     score: str = "sum_logprob"

@@ -8,7 +8,7 @@ from typing import Dict, List, Optional
 
 from omegaconf import MISSING
 
-from medexp.config.ranges import at_least, positive
+from medexp.config.ranges import at_least, fraction, positive
 from medexp.config.schemas.bench import DemoBenchConfig
 from medexp.config.schemas.train import TrainSpec
 
@@ -54,12 +54,54 @@ class ModelSource(str, Enum):
     demo = "demo"  # built and trained offline by medexp.demo, then loaded like a hub model
     synthetic = "synthetic"  # no weights: a member of control=synthetic's calibration-model cohort
     trained = "trained"  # trained by medexp.train as its `train:` section says (on first use), then loaded
+    # no weights: per-example scores another run produced, read from the file its `scores:` section
+    # names (medexp.scoring.records); only detectors that read per-example scores run on it
+    scores = "scores"
+
+
+class ScoresFormat(str, Enum):
+    """How a file of per-example scores is laid out (medexp.scoring.records)."""
+
+    auto = "auto"  # audit_json for a JSON object with `models` and `records`, lmms_eval for samples_*.jsonl, else table
+    table = "table"  # one row per item: JSONL, JSON list of objects, CSV, TSV or parquet
+    audit_json = "audit_json"  # the controlled audit's multi-model JSON: records[i].<score_field>.<model>
+    lmms_eval = "lmms_eval"  # lmms-eval --log_samples samples_*.jsonl of a loglikelihood task
+
+
+class ScoresJoin(str, Enum):
+    """What a scores file's id field holds, so its rows join the benchmark's examples."""
+
+    external_id = "external_id"  # <bench>::<split>::<id> in the bench's external_ids scheme (or medexp's own)
+    source_id = "source_id"  # the upstream id alone (SLAKE's qid): the last part of medexp's id
+    position = "position"  # the 0-based index in the released order (lmms-eval's doc_id over the same split)
+
+
+class ScoreKind(str, Enum):
+    """What a file's score is: both are teacher-forced log-probabilities of the gold answer."""
+
+    mean_logprob = "mean_logprob"  # nats per answer token
+    sum_logprob = "sum_logprob"  # nats over the whole answer (lmms-eval's loglikelihood)
 
 
 class DType(str, Enum):
     float32 = "float32"
     bfloat16 = "bfloat16"
     float16 = "float16"
+
+@dataclass
+class ScoresFileConfig:
+    """source scores: where the per-example scores are and how to read them (medexp.scoring.records)."""
+
+    path: str = MISSING  # the file; its SHA-256 stands in for the weights in the cell's inputs
+    format: ScoresFormat = ScoresFormat.auto
+    model: Optional[str] = None  # audit_json: the model whose scores this config reads (one of the file's `models`)
+    id_field: str = "example_id"  # the field naming the item; a dotted path reads inside objects (doc.qid)
+    join: ScoresJoin = ScoresJoin.external_id
+    score_field: str = "mean_logprob"  # table/audit_json: the score's field (lmms_eval: filtered_resps)
+    score_kind: ScoreKind = ScoreKind.mean_logprob  # what that score is; the other column is left NaN
+    # Fewer of the benchmark's examples matched than this share: the cell is refused with the counts.
+    min_coverage: float = fraction(0.95)
+
 
 @dataclass
 class DemoModelConfig:
@@ -148,6 +190,7 @@ class ModelConfig:
     # (connection, timeout, http_4xx, http_5xx, rate_limited, malformed, other); added to the
     # built-in mapping (medexp.answers.imported.STATUS_WORDS). An unknown status is a bad line.
     status_map: Dict[str, str] = field(default_factory=dict)
+    scores: Optional[ScoresFileConfig] = None  # source scores: the file of per-example scores
     train: Optional[TrainSpec] = None  # source trained: how the model is trained (medexp.train)
     # The model config of this model's independent counterpart in a differential audit (trained
     # from the same initialisation without the canaries): the memorization and membership
@@ -165,6 +208,8 @@ class ModelConfig:
         problem = backend_problem(node, path)
         if problem:
             return problem
+        if node.get("source") == ModelSource.scores.value and node.get("scores") is None:
+            return f"{path}.source=scores needs a `scores:` section naming the file (scores.path)"
         if not [name for name in node.get("reply_fields") or [] if str(name).strip()]:
             return f"{path}.reply_fields is empty: name the field(s) an imported line holds its reply under"
         for word, meaning in (node.get("status_map") or {}).items():
