@@ -1,5 +1,7 @@
 """``python -m medexp``: compose one cell (model x bench x detector x control) and run it."""
 
+import sys
+
 import hydra
 from omegaconf import DictConfig
 
@@ -13,5 +15,18 @@ def main(cfg: DictConfig) -> None:
     run_from_hydra(cfg)
 
 
+def run() -> None:
+    """:func:`main`, with a signal that reaches here (a sweep's driving process: a single cell
+    handles its own) ending the sweep's runs and the command with 128 + the signal's number."""
+    from medexp.runner.signals import Interrupted
+
+    try:
+        main()
+    except (Interrupted, KeyboardInterrupt) as error:
+        from medexp.runner.sweep import stopped_by
+
+        sys.exit(stopped_by(error))
+
+
 if __name__ == "__main__":
-    main()
+    run()

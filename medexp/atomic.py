@@ -68,3 +68,48 @@ def build_directory_once(target: Path, manifest: str, build: Callable[[Path], di
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+class DiskFull(OSError):
+    """A write failed for want of space; the message names the path and the space left there."""
+
+
+# errno values of a write refused for space: ENOSPC (device full) and EDQUOT (quota exceeded).
+_SPACE_ERRNOS = {28, 122}
+# How sqlite and a tracking server's 500 say the same thing in words (no errno reaches the client).
+_SPACE_WORDS = ("database or disk is full", "no space left on device", "disk quota exceeded")
+
+
+def disk_full(error: BaseException, where: str | Path | None = None) -> DiskFull | None:
+    """A :class:`DiskFull` naming the path and its free space when ``error`` (or an error it was
+    raised from) is a write refused for space; None otherwise. ``where`` names the path when the
+    error does not (sqlite's and a server's messages carry no file name)."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, DiskFull):
+            return cause
+        if (isinstance(cause, OSError) and cause.errno in _SPACE_ERRNOS) or any(
+            words in str(cause).lower() for words in _SPACE_WORDS
+        ):
+            path = getattr(cause, "filename", None) or where
+            full = DiskFull(f"no space left for {path or 'a write'}: {_free_space(path)} ({type(cause).__name__}: {cause})")
+            full.path = str(path) if path else None  # not OSError's filename: it would rewrite the message
+            return full
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
+def _free_space(path: str | Path | None) -> str:
+    """The free space on the filesystem holding ``path`` (its nearest existing folder), in words."""
+    if path is None:
+        return "free space unknown"
+    probe = Path(path)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        free = shutil.disk_usage(probe).free
+    except OSError:
+        return "free space unknown"
+    return f"{free / 2**20:.1f} MiB free on the filesystem of {probe}"

@@ -10,10 +10,13 @@ shards."""
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+
+log = logging.getLogger("medexp")
 
 CAUGHT = (signal.SIGTERM, signal.SIGHUP)
 CHAINED = (signal.SIGUSR1, signal.SIGUSR2)  # caught only when a Python handler (submitit's) waits for them
@@ -53,9 +56,15 @@ def exit_status(error: BaseException) -> int:
 
 
 @contextmanager
-def signals_raise() -> Iterator[None]:
-    """While the block runs, SIGTERM and SIGHUP raise :class:`Interrupted` in the main thread
-    (SIGINT raises KeyboardInterrupt as always); the previous handlers come back afterwards.
+def signals_raise(before_raising: Callable[[int], None] | None = None) -> Iterator[None]:
+    """While the block runs, SIGTERM and SIGHUP raise :class:`Interrupted` in the main thread, and
+    SIGINT raises KeyboardInterrupt (unless the process ignores it, as a background job does);
+    the previous handlers come back afterwards.
+
+    Only the first signal raises: one arriving while the block unwinds (Ctrl-C pressed twice, a
+    launcher forwarding the signal a terminal already delivered) is noted and ignored, so the
+    run is ended, not left RUNNING. ``before_raising(signum)`` runs first (a sweep's driver
+    stops the cells it started).
 
     SIGUSR1 and SIGUSR2 raise :class:`Interrupted` too when a Python handler was set for them
     before the block; once the block has ended on that interruption (the run KILLED), that
@@ -63,13 +72,24 @@ def signals_raise() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread may set handlers; the launcher's main thread has its own
         return
+    raised: list[int] = []
 
     def handler(signum, frame):
         _received.append(signal.Signals(signum).name)
+        if raised:
+            log.warning("%s received while stopping on %s: ignored until the runs are ended",
+                        signal.Signals(signum).name, signal.Signals(raised[0]).name)
+            return
+        raised.append(signum)
+        if before_raising is not None:
+            before_raising(signum)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
         raise Interrupted(signum)
 
     chained = [signum for signum in CHAINED if callable(signal.getsignal(signum))]
-    previous = {signum: signal.signal(signum, handler) for signum in (*CAUGHT, *chained)}
+    sigint = [signal.SIGINT] if signal.getsignal(signal.SIGINT) is signal.default_int_handler else []
+    previous = {signum: signal.signal(signum, handler) for signum in (*CAUGHT, *sigint, *chained)}
     try:
         yield
     except Interrupted as error:

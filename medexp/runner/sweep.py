@@ -15,6 +15,7 @@ import atexit
 import json
 import logging
 import os
+import sys
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -28,13 +29,17 @@ from hydra_plugins.medexp_grid_sweeper.medexp_grid_sweeper import JOBS_FILE, rea
 from medexp.atomic import atomic_write_bytes
 from medexp.cell import Cell
 from medexp.runner.cell_run import CellOutcome, run_cell
-from medexp.runner.signals import last_signal, signals_raise
-from medexp.tracking import ReconciledRun, Tracker, ui_command
+from medexp.runner.signals import exit_status, last_signal, signal_name, signals_raise
+from medexp.tracking import ReconciledRun, Tracker, TrackingUnavailable, ui_command
 
 log = logging.getLogger("medexp")
 
 OUTCOME_FILE = "medexp_cell.json"  # a cell's outcome, in its job output directory
 SWEEP_TAGS = ("medexp.kind", "medexp.sweep_dir")  # the parent run: kind=sweep, the absolute sweep dir
+SUMMARY_FILES = ("sweep_summary.md", "sweep_summary.json")  # in the sweep dir and in the parent run
+# After a signal, how long the driving process waits for the cells it started to end their runs
+# before the launcher kills them (Slurm leaves 30 s between SIGTERM and SIGKILL by default).
+STOP_GRACE_S = 20.0
 
 
 def run_sweep_cell(cfg: DictConfig) -> CellOutcome:
@@ -90,7 +95,7 @@ class SweepSummary:
 
     outcomes: list[dict[str, Any]]  # one per reporting job, by job number
     lost: list[dict[str, Any]]  # launched jobs ({"num", "overrides"}) without an outcome file
-    reconciled: list[ReconciledRun] = field(default_factory=list)  # stale RUNNING runs ended KILLED
+    reconciled: list[ReconciledRun] = field(default_factory=list)  # stale RUNNING runs ended at the start
 
     def count(self, status: str) -> int:
         return sum(outcome["status"] == status for outcome in self.outcomes)
@@ -115,7 +120,7 @@ class SweepSummary:
         text = f"{n['n_cells']} cells: {n['n_computed']} computed, {n['n_reused']} reused (tracked earlier), {n['n_failed']} failed"
         text += f", {n['n_lost']} lost" if self.lost else ""
         text += f", {n['n_shared']} shared-work tasks (nothing tracked)" if n["n_shared"] else ""
-        return text + (f"; {n['n_reconciled']} stale RUNNING runs ended KILLED" if self.reconciled else "")
+        return text + (f"; {n['n_reconciled']} stale RUNNING runs ended" if self.reconciled else "")
 
     def text(self) -> str:
         """The headline, then one line per failed cell (with its error) and per lost job."""
@@ -126,7 +131,7 @@ class SweepSummary:
             if o["status"] == "FAILED"
         ]
         lines += [f"  LOST job {job['num']} ({' '.join(job['overrides'])}): it wrote no outcome" for job in self.lost]
-        lines += [f"  KILLED stale run {run.run_id} ({run.name}): {run.reason}" for run in self.reconciled]
+        lines += [f"  {run.status} stale run {run.run_id} ({run.name}): {run.reason}" for run in self.reconciled]
         return "\n".join(lines)
 
     def markdown(self) -> str:
@@ -140,7 +145,7 @@ class SweepSummary:
         rows += [
             f"| {job['num']} | `{' '.join(job['overrides'])}` | LOST | | | wrote no outcome |" for job in self.lost
         ]
-        rows += [f"| | `{run.name}` | KILLED (stale) | | {run.run_id} | {run.reason} |" for run in self.reconciled]
+        rows += [f"| | `{run.name}` | {run.status} (stale) | | {run.run_id} | {run.reason} |" for run in self.reconciled]
         return f"# Sweep summary\n\n{self.headline()}\n\n" + "\n".join(rows) + "\n"
 
     def to_json(self) -> str:
@@ -166,21 +171,38 @@ class SweepParentRun(Callback):
 
     ``fail_exit``: exit with status 1 after the summary when a cell failed or a job was lost, so
     scripts and CI notice; the parent run is FAILED either way.
+
+    Hydra turns an exception of a callback into a warning, so every way this callback stops the
+    command is a ``SystemExit``: 2 when the tracking store is unreachable at the start (no cell is
+    launched), 1 when a cell did not finish or the parent run could not be opened.
     """
 
     def __init__(self, fail_exit: bool = True) -> None:
         self.fail_exit = fail_exit
         self._open: _OpenSweep | None = None  # set in the process driving the sweep only
         self._context = ExitStack()  # the heartbeat and signal handlers of the driving process
+        self._tracker: Tracker | None = None  # the driving process's client
 
     def __getstate__(self) -> dict[str, Any]:
-        # Launchers pickle callbacks to their workers; the driver's thread and handlers stay home.
-        return {**self.__dict__, "_context": None}
+        # Launchers pickle callbacks to their workers; the driver's thread, handlers and client stay home.
+        return {**self.__dict__, "_context": None, "_tracker": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, _context=ExitStack())
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            self._start(config)
+        except TrackingUnavailable as error:
+            print(f"medexp: error: {error}; no cell was launched", file=sys.stderr)
+            raise SystemExit(2) from None
+        except Exception as error:
+            log.exception("the sweep run could not be opened")
+            print(f"medexp: error: the sweep run could not be opened ({type(error).__name__}: {error}); "
+                  "no cell was launched", file=sys.stderr)
+            raise SystemExit(1) from None
+
+    def _start(self, config: DictConfig) -> None:
         sweep_dir = _absolute(config.hydra.sweep.dir)
         _remove_previous_reports(Path(sweep_dir))
         tracker = Tracker(config.tracking, config.paths.root)
@@ -201,18 +223,25 @@ class SweepParentRun(Callback):
                 "launcher": hydra_node.launcher._target_,
             },
         )
-        sweep_spec = {
-            "overrides": overrides,
-            "sweeper": OmegaConf.to_container(hydra_node.sweeper, resolve=False),
-            "launcher": OmegaConf.to_container(hydra_node.launcher, resolve=False),
-        }
-        tracker.log_files(run_id, {"sweep.yaml": OmegaConf.to_yaml(sweep_spec)})
+        try:
+            sweep_spec = {
+                "overrides": overrides,
+                "sweeper": OmegaConf.to_container(hydra_node.sweeper, resolve=False),
+                "launcher": OmegaConf.to_container(hydra_node.launcher, resolve=False),
+            }
+            tracker.log_files(run_id, {"sweep.yaml": OmegaConf.to_yaml(sweep_spec)})
+        except BaseException as error:  # no cell runs under a parent that is not whole
+            tracker.fail(run_id, error)
+            raise
         tracking = OmegaConf.to_container(config.tracking, resolve=True)
         self._open = _OpenSweep(run_id, sweep_dir, tracking, str(config.paths.root), reconciled)
+        self._tracker = tracker
         # While the launcher runs: a heartbeat (cells on other hosts must not take the parent
-        # for lost) and SIGTERM/SIGHUP as exceptions, so the parent ends KILLED, never RUNNING.
+        # for lost) and signals as exceptions, raised once the cells this process started have
+        # ended their runs, so no run the signal interrupts stays RUNNING.
         self._context.enter_context(tracker.heartbeat(run_id))
-        self._context.enter_context(signals_raise())
+        self._context.enter_context(signals_raise(before_raising=self._stop_cells))
+        _DRIVING.append(self)
         atexit.register(self._end_aborted)  # Hydra skips on_multirun_end when the sweep raises
         print(f"sweep run {run_id}: cells nest under it (sweep dir {sweep_dir})")
 
@@ -221,6 +250,38 @@ class SweepParentRun(Callback):
         summary = self._end(aborted=False)
         if self.fail_exit and not summary.ok:
             raise SystemExit(1)
+
+    def _stop_cells(self, signum: int) -> None:
+        """Hand the signal to the processes this one started (joblib workers, submitit
+        subprocesses, a local Ray), whose cells then end their runs KILLED with it, and wait up to
+        ``STOP_GRACE_S`` for those runs to end: the launcher kills its workers outright once the
+        exception reaches it. Cells on other machines are ended by :meth:`_end`, or by the
+        reconciliation of the next command when they stay silent."""
+        import psutil
+
+        sweep, tracker = self._open, self._tracker
+        if sweep is None or tracker is None:
+            return
+        children = psutil.Process().children(recursive=True)
+        for child in children:
+            try:
+                child.send_signal(signum)
+            except psutil.Error:  # already gone
+                pass
+        pids = {str(child.pid) for child in children}
+        deadline = time.monotonic() + STOP_GRACE_S
+        while pids and time.monotonic() < deadline:
+            try:
+                running = [run for run in tracker.search({"mlflow.parentRunId": sweep.run_id}, status="RUNNING")
+                           if run.tags.get("medexp.pid") in pids]
+            except Exception:  # the store is down: the runs cannot end now, waiting is in vain
+                log.warning("cannot see whether the cells' runs ended: the tracking store does not answer")
+                return
+            if not running:
+                return
+            time.sleep(0.5)
+        log.warning("cells of this sweep still RUNNING %.0f s after the signal; their runs are ended KILLED here",
+                    STOP_GRACE_S)
 
     def _end_aborted(self) -> None:
         if self._open is None:  # already ended
@@ -231,26 +292,52 @@ class SweepParentRun(Callback):
             log.exception("could not end the sweep run of an aborted sweep")
 
     def _end(self, aborted: bool) -> SweepSummary:
+        """Collect the outcomes, write the summary into the sweep dir, print it, and record it in
+        the parent run, ended FINISHED, FAILED or KILLED (its in-flight cells KILLED with it).
+        When the store refuses, the summary is still printed and written there, and the parent's
+        end is noted for the next command on that store (the tracker's pending ends)."""
         sweep = self._open
         assert sweep is not None, "on_multirun_start did not run"
         self._open = None
+        if self in _DRIVING:
+            _DRIVING.remove(self)
         self._context.close()
         summary = collect(sweep.sweep_dir, sweep.reconciled)
-        tracker = Tracker(OmegaConf.create(sweep.tracking), sweep.root)
-        tracker.log_metrics(sweep.run_id, summary.metrics())
-        tracker.log_files(
-            sweep.run_id, {"sweep_summary.md": summary.markdown(), "sweep_summary.json": summary.to_json()}
-        )
+        received = last_signal() if aborted else None
         status = "KILLED" if aborted else ("FINISHED" if summary.ok else "FAILED")
-        if aborted:
-            received = last_signal()
-            reason = f"interrupted by {received}" if received else "the sweep stopped before its launcher returned"
-            tracker.kill(sweep.run_id, reason, received)
-        else:
-            tracker.finish(sweep.run_id, status)
+        try:
+            local = str(_write_summary(Path(sweep.sweep_dir), summary))
+        except OSError as error:  # a full disk, say: the terminal still gets the summary
+            log.warning("could not write the sweep summary into %s: %s", sweep.sweep_dir, error)
+            local = "the lines above"
         print(f"sweep run {sweep.run_id} {status}{' (aborted)' if aborted else ''}: {summary.text()}")
+        try:
+            tracker = self._tracker or Tracker(OmegaConf.create(sweep.tracking), sweep.root)
+            self._record(tracker, sweep, summary, status, received)
+        except Exception as error:
+            print(f"medexp: error: the sweep run {sweep.run_id} could not be ended {status} in the tracking store "
+                  f"({type(error).__name__}: {error}); the summary is in {local}, and the next medexp command on "
+                  "that store ends the run", file=sys.stderr)
+            return summary
         print(f"view it: {ui_command(OmegaConf.create(sweep.tracking), sweep.root)}")
         return summary
+
+    @staticmethod
+    def _record(tracker: Tracker, sweep: _OpenSweep, summary: SweepSummary, status: str, received: str | None) -> None:
+        import psutil
+
+        reason = f"interrupted by {received}" if received else "the sweep stopped before its launcher returned"
+        try:
+            if status == "KILLED":  # the cells its workers ran when they were stopped
+                stopping = {child.pid for child in psutil.Process().children(recursive=True)}
+                tracker.end_orphans(sweep.run_id, f"{reason}, while this cell ran", received, stopping)
+            tracker.log_metrics(sweep.run_id, summary.metrics())
+            tracker.log_files(sweep.run_id, dict(zip(SUMMARY_FILES, (summary.markdown(), summary.to_json()))))
+        finally:  # ended even when the summary could not be logged (or noted for the next command)
+            if status == "KILLED":
+                tracker.kill(sweep.run_id, reason, received)
+            else:
+                tracker.finish(sweep.run_id, status)
 
 
 @dataclass(frozen=True)
@@ -262,6 +349,27 @@ class _OpenSweep:
     reconciled: list[ReconciledRun]  # runs left RUNNING by earlier processes, ended KILLED at the start
 
 
+_DRIVING: list[SweepParentRun] = []  # the sweeps this process drives and has not ended
+
+
+def stopped_by(error: BaseException) -> int:
+    """A sweep's driving process stopped by a signal (``Interrupted`` or KeyboardInterrupt reached
+    the entry): end the sweep it drives (its in-flight cells and the parent KILLED, the summary
+    printed), print what happened and return the exit status, 128 + the signal's number."""
+    for sweep in list(_DRIVING):
+        sweep._end_aborted()
+    print(f"medexp: sweep interrupted by {signal_name(error)}; its runs end KILLED, rerun the same command to resume",
+          file=sys.stderr)
+    return exit_status(error)
+
+
+def _write_summary(sweep_dir: Path, summary: SweepSummary) -> Path:
+    """The summary as files in the sweep dir (also when the tracking store is gone); the markdown's path."""
+    for name, text in zip(SUMMARY_FILES, (summary.markdown(), summary.to_json())):
+        atomic_write_bytes(sweep_dir / name, text.encode("utf-8"))
+    return sweep_dir / SUMMARY_FILES[0]
+
+
 def _absolute(path: Any) -> str:
     # abspath, not resolve(): every node must compute the same string, whatever its symlinks.
     return os.path.abspath(str(path))
@@ -271,5 +379,5 @@ def _remove_previous_reports(sweep_dir: Path) -> None:
     """Reports of an earlier sweep in the same directory must not be counted as this sweep's."""
     if not sweep_dir.is_dir():
         return
-    for path in [sweep_dir / JOBS_FILE, *sweep_dir.rglob(OUTCOME_FILE)]:
+    for path in [sweep_dir / JOBS_FILE, *(sweep_dir / name for name in SUMMARY_FILES), *sweep_dir.rglob(OUTCOME_FILE)]:
         path.unlink(missing_ok=True)

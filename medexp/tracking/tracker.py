@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from medexp.tracking.reconcile import ReconciledRun, why_gone
+from medexp.tracking.reconcile import PendingEnds, ReconciledRun, why_gone
+from medexp.tracking.retry import RetryingClient
 from medexp.tracking.store import check_server, tracking_uri
 from medexp.tracking.tags import HEARTBEAT, git_commit, process_tags, version_tags
 from medexp.tracking.ui import missing_experiment_tags
@@ -22,7 +23,8 @@ log = logging.getLogger(__name__)
 _PARAM_LIMIT = 6000  # MLflow's maximum param value length
 _BATCH = 100  # MLflow accepts at most 100 params per log_batch call
 _PAGE = 1000  # runs per search_runs page
-_TIMING_DEFAULTS = {"connect_timeout_s": 10.0, "heartbeat_s": 60.0, "stale_after_s": 900.0}
+_TIMING_DEFAULTS = {"connect_timeout_s": 10.0, "heartbeat_s": 60.0, "stale_after_s": 900.0, "retries": 3,
+                    "retry_backoff_s": 0.5}
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,12 @@ class Tracker:
             self._store_dir.mkdir(parents=True, exist_ok=True)
         # MLflow creates (or migrates) a new sqlite store on its first query, and two processes
         # doing so at once collide ("table ... already exists"); so do creating the experiment.
+        where = self.uri.removeprefix("sqlite:///") if self._store_dir is not None else self.uri
+        self.client = RetryingClient(MlflowClient(tracking_uri=self.uri), self.settings["retries"],
+                                     self.settings["retry_backoff_s"], where)
+        # Ends of runs this machine could not record (the store was down or full), recorded when it answers.
+        self.pending = PendingEnds(self.root / "mlruns" / "pending-ends", self.uri)
         with self._store_lock():
-            self.client = MlflowClient(tracking_uri=self.uri)
             self.experiment_id = self._experiment(tracking_cfg)
 
     def _store_lock(self):
@@ -186,15 +192,25 @@ class Tracker:
 
     def finish(self, run_id: str, status: str = "FINISHED") -> None:
         """End the run with ``status``: FINISHED, FAILED or KILLED."""
-        self.client.set_terminated(run_id, status)
+        self._end(run_id, status, {})
 
     def kill(self, run_id: str, reason: str, signal_name: str | None = None) -> None:
         """End the run KILLED, with why (and the signal, when one stopped it) as tags."""
         tags = {"medexp.error": reason}
         if signal_name:
             tags["medexp.signal"] = signal_name
-        self.set_tags(run_id, tags)
-        self.client.set_terminated(run_id, "KILLED")
+        self._end(run_id, "KILLED", tags)
+
+    def _end(self, run_id: str, status: str, tags: dict[str, str]) -> None:
+        """Tag the run and end it; when the store refuses (down, full), the end is written to
+        :attr:`pending`, so the next command that reaches the store records it, then the error is raised."""
+        try:
+            if tags:
+                self.set_tags(run_id, tags)
+            self.client.set_terminated(run_id, status)
+        except Exception as error:
+            self.pending.add(run_id, status, tags, f"{type(error).__name__}: {error}")
+            raise
 
     @contextmanager
     def heartbeat(self, run_id: str) -> Iterator[None]:
@@ -220,10 +236,11 @@ class Tracker:
             thread.join()
 
     def reconcile(self) -> list[ReconciledRun]:
-        """End KILLED every RUNNING run whose process is gone: on this host, a pid that no longer
-        runs (or was reused); on another host, a heartbeat older than ``tracking.stale_after_s``
-        (a lost node). Runs left by SIGKILL, a crash or a lost node never stay RUNNING."""
-        ended = []
+        """Record the ends this machine could not record earlier (:attr:`pending`); then end KILLED
+        every RUNNING run whose process is gone: on this host, a pid that no longer runs (or was
+        reused); on another host, a heartbeat older than ``tracking.stale_after_s`` (a lost node).
+        Runs left by SIGKILL, a crash or a lost node never stay RUNNING."""
+        ended = self.pending.record(self)
         for run in self.search({}, status="RUNNING"):
             reason = why_gone(run.tags, run.start_time, self.settings["stale_after_s"])
             if reason is None:
@@ -234,12 +251,34 @@ class Tracker:
             ended.append(ReconciledRun(run.run_id, name, reason))
         return ended
 
+    def end_orphans(self, parent_run_id: str, reason: str, signal_name: str | None,
+                    stopping: set[int]) -> list[ReconciledRun]:
+        """End KILLED the RUNNING runs nested under ``parent_run_id`` that ran on this host in a
+        process that is gone or among ``stopping`` (processes the caller is stopping)."""
+        import socket
+
+        ended = []
+        for run in self.search({"mlflow.parentRunId": parent_run_id}, status="RUNNING"):
+            if run.tags.get("medexp.host") != socket.gethostname():
+                continue  # another node's cell may still run; a silent one is reconciled by heartbeat
+            pid = run.tags.get("medexp.pid", "")
+            stopped = pid.isdigit() and int(pid) in stopping
+            if not stopped and why_gone(run.tags, run.start_time, self.settings["stale_after_s"]) is None:
+                continue
+            name = run.tags.get("medexp.cell_key") or run.run_id
+            log.warning("cell run %s (%s) ends KILLED: %s", run.run_id, name, reason)
+            self.kill(run.run_id, reason, signal_name)
+            ended.append(ReconciledRun(run.run_id, name, reason))
+        return ended
+
     def fail(self, run_id: str, error: BaseException) -> None:
-        """End the run as FAILED with the error message as a tag and the traceback as an artefact."""
-        text = "".join(traceback.format_exception(error))
-        self.set_tags(run_id, {"medexp.error": f"{type(error).__name__}: {error}"})
-        self.log_files(run_id, {"error.txt": text})
-        self.client.set_terminated(run_id, "FAILED")
+        """End the run as FAILED with the error message as a tag, then add the traceback as an
+        artefact (after the end: an artefact store without space must not leave the run RUNNING)."""
+        self._end(run_id, "FAILED", {"medexp.error": f"{type(error).__name__}: {error}"})
+        try:
+            self.log_files(run_id, {"error.txt": "".join(traceback.format_exception(error))})
+        except Exception as upload:  # the tag holds the error; the traceback is extra
+            log.warning("run %s: could not upload error.txt (%s: %s)", run_id, type(upload).__name__, upload)
 
 
 def _tracked(run) -> TrackedRun:

@@ -24,6 +24,10 @@ class TrackingConfig:
     # heartbeat is older than stale_after_s is taken for a lost node and ended KILLED.
     heartbeat_s: float = positive(60.0)
     stale_after_s: float = positive(900.0)
+    # A tracking call that fails for a transient reason (a reset connection, a 5xx, a locked
+    # store) is tried again this many times, waiting retry_backoff_s, then twice that, ...
+    retries: int = at_least(3, 0)
+    retry_backoff_s: float = at_least(0.5, 0.0)
 
 
 @dataclass
