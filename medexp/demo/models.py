@@ -47,28 +47,40 @@ CHAT_TEMPLATE = (
 )
 
 
-def demo_model_dir(demo_cfg, cache_dir: str | Path) -> Path:
-    """Build (once) the demo model these settings describe and return its directory.
+def demo_model_dir(demo_cfg, cache_dir: str | Path, use_shipped: bool = True) -> Path:
+    """Install or build (once) the demo model these settings describe and return its directory.
 
-    A leaky model starts from the clean model with the same settings, which is built (or
-    reused from the cache) first. Training runs in a child process with pinned CPU kernels
-    (:mod:`medexp.portable`), so the same settings give bit-identical weights on every x86-64 CPU,
-    whatever its instruction sets, core count or the caller's thread settings.
+    Settings whose model ships with the package (:mod:`medexp.demo.shipped`: the quick-start pair
+    and the demo cohort) are installed from it, every file checked against its SHA-256, unless
+    ``use_shipped`` is False; a cache entry of those settings trained here earlier, whose weights are
+    not the shipped ones, is replaced. Other settings train: a leaky model starts from the clean
+    model with the same settings, which is built (or reused from the cache) first. Training runs in a
+    child process with pinned CPU kernels (:mod:`medexp.portable`), which makes the weights
+    bit-identical across the instruction sets of one CPU vendor, not across vendors
+    (docs/portability.md).
     """
     from omegaconf import OmegaConf
 
     from medexp.atomic import build_directory_once
     from medexp.demo.cache import demo_benchmark_root
+    from medexp.demo.shipped import install_shipped, matches_shipped, shipped_entry
     from medexp.portable import run_pinned
 
     settings = OmegaConf.to_container(demo_cfg) if OmegaConf.is_config(demo_cfg) else dict(demo_cfg)
     target = Path(cache_dir) / "demo" / f"model-{stable_hash([BUILDER_VERSION, settings])}"
+    listing = shipped_entry(target.name) if use_shipped else None
     if (target / _MANIFEST).is_file():
-        return target
+        if listing is None or matches_shipped(target, listing):
+            return target
+        log.warning("%s holds demo weights trained on this machine, not the shipped ones: replacing them", target)
+        _discard(target)
+    bench_root = demo_benchmark_root(OmegaConf.create(settings["bench"]), cache_dir)  # the data, generated here once
+    if listing is not None:
+        return build_directory_once(
+            target, _MANIFEST, lambda staging: install_shipped(target.name, listing, bench_root, staging, _MANIFEST))
     base = None
     if settings["leak_epochs"] > 0:  # its clean base first, outside this model's lock
-        base = str(demo_model_dir({**settings, "leak_epochs": 0}, cache_dir))
-    demo_benchmark_root(OmegaConf.create(settings["bench"]), cache_dir)  # the data, generated here once
+        base = str(demo_model_dir({**settings, "leak_epochs": 0}, cache_dir, use_shipped))
 
     def build(staging: Path) -> dict:
         if base is not None:
@@ -82,6 +94,16 @@ def demo_model_dir(demo_cfg, cache_dir: str | Path) -> Path:
         return {"settings": settings, **report}
 
     return build_directory_once(target, _MANIFEST, build)
+
+
+def _discard(target: Path) -> None:
+    """Remove a cache entry under its build lock, so that no builder of it is mid-way."""
+    import shutil
+
+    from filelock import FileLock
+
+    with FileLock(str(target) + ".lock"):
+        shutil.rmtree(target, ignore_errors=True)
 
 
 def demo_reference_dir(demo_cfg, index: int, splits, cache_dir: str | Path) -> Path:
@@ -268,19 +290,30 @@ def _replay(processor, train, demo_cfg) -> list[_Sample]:
             for sample in _cloze_samples(processor, train[epoch % 3 :: 3], source, demo_cfg, epoch)]
 
 
-def _build_clean(demo_cfg, cache_dir, out_dir: Path) -> dict:
-    """Train a model from scratch on the training split and save it with its processor."""
+def clean_training_setup(demo_cfg, cache_dir):
+    """What a clean build trains, before its first step: the processor (its tokenizer trained
+    here), the freshly initialised model and the pool of samples."""
     import torch
     from transformers import LlavaForConditionalGeneration
 
-    started = time.perf_counter()
     torch.manual_seed(demo_cfg.seed)
     train = _split(demo_cfg, cache_dir, "train")
     processor = _build_processor(train, demo_cfg)
     model = LlavaForConditionalGeneration(_build_config(processor, demo_cfg))
-    pool = _passes(processor, train, demo_cfg, demo_cfg.train_epochs)
-    losses = _train(model, pool, demo_cfg.learning_rate, (demo_cfg.batch_size, demo_cfg.batch_size), demo_cfg.seed,
-                    "training demo model")
+    return processor, model, _passes(processor, train, demo_cfg, demo_cfg.train_epochs)
+
+
+def train_clean(model, pool, demo_cfg, observer=None, max_steps: int | None = None) -> list[float]:
+    """The clean build's training run (see :func:`_train` for ``observer`` and ``max_steps``)."""
+    return _train(model, pool, demo_cfg.learning_rate, (demo_cfg.batch_size, demo_cfg.batch_size), demo_cfg.seed,
+                  "training demo model", observer, max_steps)
+
+
+def _build_clean(demo_cfg, cache_dir, out_dir: Path) -> dict:
+    """Train a model from scratch on the training split and save it with its processor."""
+    started = time.perf_counter()
+    processor, model, pool = clean_training_setup(demo_cfg, cache_dir)
+    losses = train_clean(model, pool, demo_cfg)
     _save(model, processor, out_dir)
     return {"phase": "clean", "samples_seen": len(pool), "final_loss": losses[-1],
             "seconds": round(time.perf_counter() - started, 2)}
@@ -433,11 +466,14 @@ def _document_sample(processor, examples, template: str) -> _Sample:
     return _Sample(ids, [-100] + ids[1:], None)
 
 
-def _train(model, pool: list[_Sample], learning_rate: float, batch_sizes: tuple[int, int], seed: int, desc: str):
+def _train(model, pool: list[_Sample], learning_rate: float, batch_sizes: tuple[int, int], seed: int, desc: str,
+           observer=None, max_steps: int | None = None):
     """AdamW over shuffled single-kind batches with a linear decay to zero; returns the losses.
 
     ``batch_sizes`` is (VQA batch, text-document batch): small document batches mean more
-    updates per pass, which is what memorising an order takes.
+    updates per pass, which is what memorising an order takes. ``observer(step, inputs, loss)``,
+    when given, is called after each step's backward pass and before the update (the per-step
+    digests of :mod:`medexp.demo.build_trace`); ``max_steps`` stops training early.
     """
     import torch
     from tqdm.auto import tqdm
@@ -455,7 +491,7 @@ def _train(model, pool: list[_Sample], learning_rate: float, batch_sizes: tuple[
     pad = model.config.text_config.pad_token_id
     model.train()
     losses = []
-    for step in tqdm(batch_order, desc=desc, unit="batch", disable=None):
+    for number, step in enumerate(tqdm(batch_order[:max_steps], desc=desc, unit="batch", disable=None)):
         samples = [pool[i] for i in batches[step]]
         width = max(len(s.input_ids) for s in samples)
         input_ids = torch.full((len(samples), width), pad, dtype=torch.long)
@@ -473,6 +509,8 @@ def _train(model, pool: list[_Sample], learning_rate: float, batch_sizes: tuple[
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if observer is not None:
+            observer(number, inputs, loss)
         optimizer.step()
         schedule.step()
         losses.append(loss.item())

@@ -1,0 +1,137 @@
+"""The shipped demo models: listed digests, installed without training, refused when damaged.
+
+The README's figures rest on these weights on every CPU (a pinned build differs between Intel and
+AMD, docs/portability.md), so a change of the demo recipe that orphans them, a damaged copy, or a
+stale locally trained cache entry must each be caught here rather than print other digits.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from medexp.config import compose
+from medexp.demo import models as demo_models
+from medexp.demo import shipped
+from medexp.hashing import stable_hash
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _settings(name: str) -> dict:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(compose([f"model={name}"]).model.demo)
+
+
+def _entry(name: str) -> str:
+    return f"model-{stable_hash([demo_models.BUILDER_VERSION, _settings(name)])}"
+
+
+def test_every_shipped_model_is_listed_under_its_configs_cache_entry():
+    """A changed demo setting or builder version gives another cache entry: the shipped files would
+    silently stop being used and every figure would be retrained on the user's CPU."""
+    listed = shipped.shipped_digests()["models"]
+    assert {listing["model"] for listing in listed.values()} == set(shipped.SHIPPED_MODELS)
+    for name in shipped.SHIPPED_MODELS:
+        assert listed[_entry(name)]["model"] == name
+    assert sorted(path.name for path in shipped.SHIPPED_ROOT.glob("model-*")) == sorted(listed)
+
+
+def test_shipped_files_are_the_listed_bytes():
+    for entry, listing in shipped.shipped_digests()["models"].items():
+        directory = shipped.SHIPPED_ROOT / entry
+        on_disk = {path.name for path in directory.iterdir()} - {"medexp_demo.json"}
+        assert on_disk == set(listing["files"]), entry
+        for name, digest in listing["files"].items():
+            assert shipped.file_sha256(directory / name) == digest, f"{entry}/{name}"
+        record = json.loads((directory / "medexp_demo.json").read_text())
+        assert record["settings"] == _settings(listing["model"])
+
+
+def test_docs_name_the_shipped_weights():
+    """docs/portability.md lists each quick-start model's weights digest: the text a user checks."""
+    text = (REPO / "docs" / "portability.md").read_text()
+    for name in ("demo_clean", "demo_leaky"):
+        digest = shipped.shipped_entry(_entry(name))["files"]["model.safetensors"]
+        assert f"`{digest[:16]}" in text, name
+
+
+@pytest.fixture()
+def no_training(monkeypatch):
+    """Fail the test if anything trains: an install must only copy."""
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("a shipped model was trained instead of installed")
+
+    monkeypatch.setattr("medexp.portable.run_pinned", refuse)
+
+
+def test_install_copies_verified_weights_without_training(tmp_path, no_training):
+    directory = demo_models.demo_model_dir(compose(["model=demo_leaky"]).model.demo, tmp_path)
+    listing = shipped.shipped_entry(directory.name)
+    assert directory.name == _entry("demo_leaky")
+    for name, digest in listing["files"].items():
+        assert shipped.file_sha256(directory / name) == digest
+    record = demo_models.read_build_report(directory)
+    assert record["shipped"] == {"entry": directory.name, "weights_sha256": listing["files"]["model.safetensors"]}
+    assert record["phase"] == "leak"
+    # the leaky model needs no clean base when it ships: nothing else was installed or trained
+    assert [path.name for path in (tmp_path / "demo").glob("model-*") if path.is_dir()] == [directory.name]
+
+
+def test_a_stale_local_build_is_replaced_by_the_shipped_weights(tmp_path, no_training):
+    demo_cfg = compose(["model=demo_clean"]).model.demo
+    directory = demo_models.demo_model_dir(demo_cfg, tmp_path)
+    (directory / "model.safetensors").write_bytes(b"weights trained on another CPU")
+    again = demo_models.demo_model_dir(demo_cfg, tmp_path)
+    assert again == directory
+    assert shipped.matches_shipped(again, shipped.shipped_entry(again.name))
+
+
+@pytest.fixture()
+def shipped_copy(tmp_path, monkeypatch):
+    """A writable copy of the shipped models, used in place of the package's."""
+    copy = tmp_path / "shipped"
+    shutil.copytree(shipped.SHIPPED_ROOT, copy)
+    monkeypatch.setattr(shipped, "SHIPPED_ROOT", copy)
+    monkeypatch.setattr(shipped, "DIGESTS_FILE", copy / "SHA256SUMS.json")
+    return copy
+
+
+def test_a_damaged_shipped_file_is_refused_naming_both_digests(tmp_path, shipped_copy, no_training):
+    entry = _entry("demo_clean")
+    weights = shipped_copy / entry / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    listed = shipped.shipped_entry(entry)["files"]["model.safetensors"]
+    with pytest.raises(shipped.ShippedModelMismatch, match=rf"{shipped.file_sha256(weights)}.*lists {listed}"):
+        demo_models.demo_model_dir(compose(["model=demo_clean"]).model.demo, tmp_path / "cache")
+    assert not (tmp_path / "cache" / "demo" / entry).exists()  # nothing that looks installed
+
+
+def test_a_different_demo_benchmark_is_refused(tmp_path, shipped_copy, no_training):
+    digests = json.loads((shipped_copy / "SHA256SUMS.json").read_text())
+    entry = _entry("demo_clean")
+    digests["models"][entry]["bench_sha256"] = "0" * 64
+    (shipped_copy / "SHA256SUMS.json").write_text(json.dumps(digests))
+    with pytest.raises(shipped.ShippedModelMismatch, match="demo benchmark generated here"):
+        demo_models.demo_model_dir(compose(["model=demo_clean"]).model.demo, tmp_path / "cache")
+
+
+def test_other_settings_still_train(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr("medexp.portable.run_pinned", lambda target, **kwargs: calls.append(kwargs) or {"seconds": 0})
+    cfg = compose(["model=demo_clean", "model.demo.seed=99"]).model.demo
+    demo_models.demo_model_dir(cfg, tmp_path)
+    assert len(calls) == 1 and calls[0]["settings"]["seed"] == 99
+
+
+def test_the_rebuild_check_refuses_unknown_models(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        shipped.main(["demo_vit"])
+    assert exit_info.value.code == 2
+    assert "not shipped: demo_vit" in capsys.readouterr().err
