@@ -54,6 +54,7 @@ def image_flags(flags: np.ndarray, clusters: np.ndarray, labels: Sequence[Hashab
     mixed = np.flatnonzero((flagged > 0) & (flagged < counts))
     if mixed.size:
         name = labels[int(np.flatnonzero(clusters == mixed[0])[0])] if labels is not None else int(mixed[0])
+        name = name.item() if isinstance(name, np.generic) else name
         raise ValueError(f"{mixed.size} image(s) have flagged and unflagged questions (first: {name!r}); "
                          "the flag must be the image's, as an image-overlap test gives it")
     return flagged > 0
