@@ -93,8 +93,10 @@ def disk_full(error: BaseException, where: str | Path | None = None) -> DiskFull
         if (isinstance(cause, OSError) and cause.errno in _SPACE_ERRNOS) or any(
             words in str(cause).lower() for words in _SPACE_WORDS
         ):
-            path = getattr(cause, "filename", None) or where
-            full = DiskFull(f"no space left for {path or 'a write'}: {_free_space(path)} ({type(cause).__name__}: {cause})")
+            # a copy names its source, then its destination (filename2): where the space ran out
+            path = getattr(cause, "filename2", None) or getattr(cause, "filename", None) or where
+            said = str(cause).splitlines()[0] if str(cause) else ""  # SQLAlchemy appends the statement
+            full = DiskFull(f"no space left for {path or 'a write'}: {_free_space(path)} ({type(cause).__name__}: {said})")
             full.path = str(path) if path else None  # not OSError's filename: it would rewrite the message
             return full
         cause = cause.__cause__ or cause.__context__

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from medexp.atomic import disk_full
 from medexp.cell import Cell
 from medexp.hashing import stable_hash
 from medexp.portable import kernel_settings
@@ -120,17 +121,35 @@ def run_cell(cfg: DictConfig, parent_run_id: str | None = None, tracker=None) ->
         except BaseException as error:
             interrupted = signal_name(error)
             if interrupted is not None:
-                tracker.kill(run_id, f"interrupted by {interrupted}", interrupted)
+                _end_run(lambda: tracker.kill(run_id, f"interrupted by {interrupted}", interrupted), run_id, "KILLED")
                 raise
-            if isinstance(error, TooFewAnswers):  # no verdict, but the counts of what was and was not answered
-                tracker.log_metrics(run_id, error.metrics)
-                tracker.set_tags(run_id, {"medexp.warnings": str(error)})
-            tracker.fail(run_id, error)
+            # A write refused for space names the path and its free space (sqlite's message names neither).
+            failure = disk_full(error, cfg.paths.cache_dir) or error
+
+            def fail() -> None:
+                if isinstance(error, TooFewAnswers):  # no verdict, but the counts of what was and was not answered
+                    tracker.log_metrics(run_id, error.metrics)
+                    tracker.set_tags(run_id, {"medexp.warnings": str(error)})
+                tracker.fail(run_id, failure)
+
+            unrecorded = _end_run(fail, run_id, "FAILED")
             if not isinstance(error, Exception):
                 raise
             log.exception("cell %s failed", cell.key)  # one cell's failure never stops a sweep
-            return CellOutcome(cell.key, run_id, "FAILED", {}, f"{type(error).__name__}: {error}")
+            return CellOutcome(cell.key, run_id, "FAILED", {}, f"{type(failure).__name__}: {failure}{unrecorded}")
     return CellOutcome(cell.key, run_id, "FINISHED", metrics, warnings=tuple(warnings))
+
+
+def _end_run(end, run_id: str, status: str) -> str:
+    """Call ``end()``, which ends the run; when the store refuses (down, full: the tracker has
+    noted the end for the next command), log it and return the words the outcome adds, else ""."""
+    try:
+        end()
+    except Exception as error:
+        log.error("run %s could not be ended %s: %s: %s", run_id, status, type(error).__name__, error)
+        return (f"; its run could not be ended {status} ({type(error).__name__}: {error}): the next medexp command "
+                "on that store ends it")
+    return ""
 
 
 def run_cell_share(cfg: DictConfig) -> CellOutcome:
@@ -146,7 +165,8 @@ def run_cell_share(cfg: DictConfig) -> CellOutcome:
             evaluate(cfg, cell.seed(cfg.seed))  # checks the cell and loads its inputs first
         except Exception as error:
             log.exception("cell %s, shared work task %d of %d, failed", cell.key, task, tasks)
-            return CellOutcome(cell.key, None, "FAILED", {}, f"{type(error).__name__}: {error}")
+            failure = disk_full(error, cfg.paths.cache_dir) or error
+            return CellOutcome(cell.key, None, "FAILED", {}, f"{type(failure).__name__}: {failure}")
     return CellOutcome(cell.key, None, "SHARED",
                        {"task": float(task), "tasks": float(tasks), "n_shards_computed": float(share.computed)})
 

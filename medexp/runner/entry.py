@@ -6,6 +6,7 @@ import sys
 
 from omegaconf import DictConfig
 
+from medexp.atomic import DiskFull
 from medexp.cell import Cell
 from medexp.runner.cell_run import CellOutcome, run_cell
 from medexp.runner.signals import Interrupted, exit_status, signal_name
@@ -14,8 +15,8 @@ from medexp.runner.signals import Interrupted, exit_status, signal_name
 def run_from_hydra(cfg: DictConfig) -> CellOutcome:
     """Entry used by ``python -m medexp``: run the cell (a sweep's cell under -m), print its summary line.
 
-    A bad config value or an unreachable tracking store exits with status 2 and the message; a
-    signal exits with 128 + its number after the run is ended KILLED.
+    A bad config value or an unreachable tracking store exits with status 2 and the message, a
+    tracking store without space with status 1; a signal exits with 128 + its number after the run is ended KILLED.
     """
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
@@ -34,6 +35,9 @@ def run_from_hydra(cfg: DictConfig) -> CellOutcome:
     except (ConfigRangeError, TrackingUnavailable) as error:
         print(f"medexp: error: {error}", file=sys.stderr)
         sys.exit(2)
+    except DiskFull as error:  # the tracking store's disk, before the run could be opened
+        print(f"medexp: error: {error}", file=sys.stderr)
+        sys.exit(1)
     except (Interrupted, KeyboardInterrupt) as error:
         print(f"medexp: {Cell.from_config(cfg).key} interrupted by {signal_name(error)}; its run ends KILLED, "
               "rerun the same command to resume", file=sys.stderr)

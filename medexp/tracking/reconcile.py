@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from medexp.atomic import atomic_write_bytes
+from medexp.atomic import atomic_write_bytes, disk_full
+from medexp.tracking.retry import is_transient
 from medexp.tracking.tags import HEARTBEAT, process_start
 
 log = logging.getLogger(__name__)
@@ -90,9 +91,13 @@ class PendingEnds:
             for entry in entries:
                 try:
                     ended.extend(self._record_one(tracker, entry))
-                except Exception as error:  # still down: kept for the next command
-                    log.warning("run %s: its noted end is not recorded yet (%s)", entry["run_id"], error)
-                    kept.append(entry)
+                except Exception as error:
+                    if is_transient(error) or disk_full(error) is not None:  # still down or full: kept
+                        log.warning("run %s: its noted end is not recorded yet (%s)", entry["run_id"], error)
+                        kept.append(entry)
+                    else:  # the store answers but has no such run (a store made anew): nothing to end
+                        log.warning("run %s: its noted end is dropped (%s: %s)", entry["run_id"],
+                                    type(error).__name__, error)
             if kept:
                 atomic_write_bytes(self.path, "".join(json.dumps(entry) + "\n" for entry in kept).encode("utf-8"))
             else:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from typing import Any
+from typing import Any, Callable
 
 from medexp.atomic import disk_full
 
@@ -36,7 +36,7 @@ def is_transient(error: BaseException) -> bool:
 
 
 class RetryingClient:
-    """An ``MlflowClient`` whose every call is tried up to ``1 + retries`` times on transient
+    """An ``MlflowClient`` (made by ``open_client``) whose every call is tried up to ``1 + retries`` times on transient
     errors, waiting ``backoff_s``, then twice that, and so on between tries. ``where`` names the
     store in a :class:`~medexp.atomic.DiskFull` (sqlite's message names no file).
 
@@ -45,9 +45,10 @@ class RetryingClient:
     its tries, the store counts as down and later calls are tried once until one succeeds, so a
     process whose server died reports it in seconds, not after every call's backoff."""
 
-    def __init__(self, client: Any, retries: int, backoff_s: float, where: str) -> None:
-        self._client, self._retries, self._backoff_s, self._where = client, int(retries), float(backoff_s), where
+    def __init__(self, open_client: Callable[[], Any], retries: int, backoff_s: float, where: str) -> None:
+        self._retries, self._backoff_s, self._where = int(retries), float(backoff_s), where
         self._down = False
+        self._client = self.call(open_client)  # opening a sqlite store creates or migrates it: a write
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._client, name)

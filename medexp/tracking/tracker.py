@@ -53,11 +53,11 @@ class Tracker:
         # MLflow creates (or migrates) a new sqlite store on its first query, and two processes
         # doing so at once collide ("table ... already exists"); so do creating the experiment.
         where = self.uri.removeprefix("sqlite:///") if self._store_dir is not None else self.uri
-        self.client = RetryingClient(MlflowClient(tracking_uri=self.uri), self.settings["retries"],
-                                     self.settings["retry_backoff_s"], where)
         # Ends of runs this machine could not record (the store was down or full), recorded when it answers.
         self.pending = PendingEnds(self.root / "mlruns" / "pending-ends", self.uri)
         with self._store_lock():
+            self.client = RetryingClient(lambda: MlflowClient(tracking_uri=self.uri), self.settings["retries"],
+                                         self.settings["retry_backoff_s"], where)
             self.experiment_id = self._experiment(tracking_cfg)
 
     def _store_lock(self):
@@ -205,9 +205,11 @@ class Tracker:
         """Tag the run and end it; when the store refuses (down, full), the end is written to
         :attr:`pending`, so the next command that reaches the store records it, then the error is raised."""
         try:
-            if tags:
-                self.set_tags(run_id, tags)
-            self.client.set_terminated(run_id, status)
+            try:
+                if tags:
+                    self.set_tags(run_id, tags)
+            finally:  # a status without its tags beats a run left RUNNING
+                self.client.set_terminated(run_id, status)
         except Exception as error:
             self.pending.add(run_id, status, tags, f"{type(error).__name__}: {error}")
             raise
