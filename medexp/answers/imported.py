@@ -40,6 +40,17 @@ answered on an earlier line, is refused with the file and line: the file is not 
 Lines naming a probe the cell skipped (``skipped_ids``: the harness answered MedVIGIL's
 credentialed chest X-ray cases, whose images this copy lacks) are set aside and counted in a
 warning. :func:`responses_digest` is the file's content hash for the response cache key.
+
+Files other harnesses write in their own layout (``model.responses_format``) are read by
+:func:`harness_records` into the same line records: lmms-eval's ``samples_*.jsonl`` of a
+generation task (the reply is ``filtered_resps[0]``), VLMEvalKit's prediction sheet (.xlsx, .tsv
+or .csv: the dataset's columns and ``prediction``; its ``Failed to obtain answer`` replies are
+error rows) and LLaVA-Med's answer file (``question_id``, ``prompt``, ``text``). Such a file names
+items its own way, so each line joins the cell's *original* probe of the example it names, by id
+(``source_id``: VLMEvalKit's ``index``, LLaVA-Med's ``question_id``, a field inside lmms-eval's
+``doc``) or by question text (lmms-eval's default: its ``doc_id`` indexes its own copy of the
+data); a line naming no example (``unmatched``) or several (``ambiguous``: a question text two
+examples share) is a bad line, counted with its file and line, never guessed.
 """
 
 from __future__ import annotations
@@ -57,7 +68,8 @@ from medexp.answers.parse import judge
 from medexp.answers.table import ErrorCause, Status, error_row, response_row, response_table
 from medexp.benchmarks.digests import file_sha256
 from medexp.config.schemas.answers import AnswerMode, check_answer_config
-from medexp.config.schemas.model import DEFAULT_REPLY_FIELDS
+from medexp.benchmarks.external_ids import IdScheme, ItemLookup
+from medexp.config.schemas.model import DEFAULT_REPLY_FIELDS, ItemJoin, ResponsesFormat
 from medexp.probes.base import RELEASE_ID_KEY, SOURCE_RELEASE_ID_KEY, option_letters
 
 log = logging.getLogger("medexp")
@@ -139,14 +151,15 @@ def status_meaning(status: str, status_map: Mapping[str, str], where: str) -> tu
     raise BadLine(where, "unknown status", f"{status!r}; known: {sorted(words)} (add it to model.status_map)")
 
 
-def _records(path: Path, bad: Optional[ImportedBadLines] = None) -> Iterator[tuple[int, str, dict]]:
+def _records(path: Path, bad: Optional[ImportedBadLines] = None,
+             named: bool = True) -> Iterator[tuple[int, str, dict]]:
     """``(line number, "<file>:<line>", record)`` of every usable JSON-object line; the others are
-    added to ``bad`` (or left out, without ``bad``)."""
+    added to ``bad`` (or left out, without ``bad``). ``named``: a line must name its probe_id."""
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             where = f"{path}:{number}"
             try:
-                record = _line_record(raw, number, where)
+                record = _line_record(raw, number, where, named)
             except BadLine as problem:
                 if bad is not None:
                     bad.add(problem)
@@ -155,7 +168,7 @@ def _records(path: Path, bad: Optional[ImportedBadLines] = None) -> Iterator[tup
                 yield number, where, record
 
 
-def _line_record(raw: bytes, number: int, where: str) -> Optional[dict]:
+def _line_record(raw: bytes, number: int, where: str, named: bool = True) -> Optional[dict]:
     """The JSON object of one line (None for a blank line); :class:`BadLine` otherwise."""
     try:
         line = raw.decode("utf-8-sig" if number == 1 else "utf-8")  # a byte-order mark, as every reader accepts
@@ -169,7 +182,7 @@ def _line_record(raw: bytes, number: int, where: str) -> Optional[dict]:
         raise BadLine(where, "not JSON", f"{error.msg} at column {error.colno}") from None
     if not isinstance(record, dict):
         raise BadLine(where, "not a JSON object", f"a JSON {type(record).__name__}")
-    if not isinstance(record.get("probe_id"), str) or not record["probe_id"]:
+    if named and (not isinstance(record.get("probe_id"), str) or not record["probe_id"]):
         raise BadLine(where, "no probe_id", f"no non-empty string probe_id in {sorted(record)}")
     return record
 
@@ -257,11 +270,15 @@ def _imported_row(probe, record: dict, answer_cfg, reading: _Reading, where: str
 
 def import_responses(path: str | Path, probes: Sequence, answer_cfg, skipped_ids: Collection[str] = (),
                      set_aside_as: str = "answer probes this cell skipped (see its skipped table)",
-                     reply_fields: Sequence[str] = DEFAULT_REPLY_FIELDS, status_map: Mapping[str, str] | None = None):
+                     reply_fields: Sequence[str] = DEFAULT_REPLY_FIELDS, status_map: Mapping[str, str] | None = None,
+                     fmt: ResponsesFormat = ResponsesFormat.medexp, id_field: Optional[str] = None,
+                     join: Optional[ItemJoin] = None):
     """The response table of ``probes`` (one row per probe, in probe order) from the JSONL ``path``;
     lines naming one of ``skipped_ids`` (probes the cell could not make) are set aside, counted in
     a warning that says they ``set_aside_as``. ``reply_fields`` and ``status_map``: see the
-    module docstring (``model.reply_fields``, ``model.status_map``)."""
+    module docstring (``model.reply_fields``, ``model.status_map``). ``fmt``: a harness's own
+    file (:func:`harness_records`), its lines joined to the original probes by ``join`` over
+    ``id_field`` (the format's defaults when None)."""
     check_answer_config(answer_cfg)
     if AnswerMode(answer_cfg.mode) is not AnswerMode.generate:
         raise ValueError(f"answer.mode={AnswerMode(answer_cfg.mode).value}: imported responses are generated "
@@ -273,7 +290,12 @@ def import_responses(path: str | Path, probes: Sequence, answer_cfg, skipped_ids
     lookup = _probe_lookup(probes)
     skipped_ids = frozenset(skipped_ids)
     bad = ImportedBadLines(path)
-    records = list(_records(path, bad))
+    fmt = ResponsesFormat(fmt)
+    if fmt is ResponsesFormat.medexp:
+        records = list(_records(path, bad))
+    else:
+        records = list(harness_records(path, fmt, probes, id_field, join, bad))
+        reply_fields = [HARNESS_REPLY]
     if not records and bad.lines:
         raise ValueError(f"{path}: no usable line, {len(bad.lines)} bad line(s) ({bad.counts()}); first: "
                          f"{'; '.join(map(str, bad.lines[:3]))}")
@@ -319,6 +341,113 @@ def import_responses(path: str | Path, probes: Sequence, answer_cfg, skipped_ids
     return response_table([rows[probe_id] for probe_id in ids], ids)
 
 
+# Replies another harness wrote, in its own layout: the field naming the item and how it joins
+# the cell's original probes (model.responses_id_field / responses_join override both).
+HARNESS_JOINS = {
+    ResponsesFormat.lmms_eval: ("doc.question", ItemJoin.question),  # doc_id indexes lmms-eval's copy, not ours
+    ResponsesFormat.vlmevalkit: ("index", ItemJoin.source_id),  # the dataset TSV's index, as the loader's ids
+    ResponsesFormat.llava_med: ("question_id", ItemJoin.source_id),
+}
+HARNESS_REPLY = "response"  # the field a harness line's reply is put under for the common reader
+ORIGINAL_KINDS = ("original",)  # a harness asked each question as released: it answers those probes
+VLMEVALKIT_FAILED = "Failed to obtain answer"  # VLMEvalKit's FAIL_MSG, its reply when the model raised
+
+
+def _dotted(record: dict, path: str) -> Any:
+    if path in record:
+        return record[path]
+    value: Any = record
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def _lmms_eval_reply(record: dict) -> Any:
+    """A generation task's reply: ``filtered_resps[0]`` (after the task's filters), else ``resps[0][0]``."""
+    for name in ("filtered_resps", "resps"):
+        value = record.get(name)
+        while isinstance(value, list) and value:
+            value = value[0]
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def _sheet_rows(path: Path) -> Iterator[tuple[int, str, dict]]:
+    """The rows of a VLMEvalKit prediction sheet, every cell as text (an empty cell "")."""
+    import pandas as pd
+
+    suffix = path.suffix.lower()
+    if suffix == ".xlsx":
+        try:
+            frame = pd.read_excel(path, dtype=str, keep_default_na=False)
+        except ImportError as error:
+            raise ValueError(f"{path}: reading an .xlsx sheet needs openpyxl (pip install openpyxl), or save the "
+                             "sheet as .tsv") from error
+    elif suffix in (".tsv", ".csv"):
+        frame = pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", dtype=str, keep_default_na=False)
+    else:
+        raise ValueError(f"{path}: a VLMEvalKit prediction sheet is .xlsx, .tsv or .csv, not {suffix or 'no suffix'}")
+    for offset, record in enumerate(frame.to_dict("records")):
+        yield offset + 1, f"{path}: row {offset + 1}", record
+
+
+def _harness_reply(fmt: ResponsesFormat, record: dict) -> tuple[Any, Optional[str]]:
+    """The reply of one harness line, and the error it records instead (VLMEvalKit's FAIL_MSG)."""
+    if fmt is ResponsesFormat.lmms_eval:
+        return _lmms_eval_reply(record), None
+    if fmt is ResponsesFormat.llava_med:
+        return record.get("text"), None
+    reply = record.get("prediction")
+    if isinstance(reply, str) and reply.startswith(VLMEVALKIT_FAILED):
+        return reply, reply
+    return reply, None
+
+
+def harness_records(path: Path, fmt: ResponsesFormat, probes: Sequence, id_field: Optional[str],
+                    join: Optional[ItemJoin], bad: ImportedBadLines) -> Iterator[tuple[int, str, dict]]:
+    """medexp's line records (``probe_id``, ``response``, ``status``, ``error``) from a harness's
+    own file: lmms-eval samples of a generation task, a VLMEvalKit prediction sheet, a LLaVA-Med
+    answer file. Each line joins the original probe (the question as released) of the example it
+    names, by id or by question text; a line naming no example (``unmatched``), several
+    (``ambiguous``: a question text two examples share), none at all (``no id``) or without a text
+    reply (``no reply field``) is a bad line, counted with its file and line. Nothing is guessed."""
+    default_field, default_join = HARNESS_JOINS[fmt]
+    id_field, join = id_field or default_field, ItemJoin(join or default_join)
+    originals = [probe for probe in probes if probe.kind in ORIGINAL_KINDS]
+    if not originals:
+        raise ValueError(f"{path}: a {fmt.value} file answers the questions as released, and this cell has no "
+                         f"original probe (kinds: {sorted({probe.kind for probe in probes})})")
+    if join is ItemJoin.position:
+        raise ValueError(f"{path}: responses_join=position needs the released order, which a probe set does not "
+                         "carry; join by source_id (an upstream id field) or question")
+    name = originals[0].example_id.split("::", 1)[0]
+    lookup = ItemLookup(tuple((probe.example_id, probe.question, None) for probe in originals), IdScheme(name, name))
+    by_example = {probe.example_id: probe for probe in originals}
+    rows = _sheet_rows(path) if fmt is ResponsesFormat.vlmevalkit else _records(path, bad, named=False)
+    for number, where, record in rows:
+        identifier = _dotted(record, id_field)
+        if identifier is None or (isinstance(identifier, str) and not identifier.strip()):
+            bad.add(BadLine(where, "no id", f"no {id_field!r} in {sorted(record)}"))
+            continue
+        example_id, reason = lookup.find(identifier, join)
+        if example_id is None:
+            what = "no" if reason == "unmatched" else "more than one"
+            bad.add(BadLine(where, reason, f"{id_field}={identifier!r} names {what} original probe of this cell "
+                                           f"(join={join.value})"))
+            continue
+        reply, error = _harness_reply(fmt, record)
+        if not isinstance(reply, str):
+            bad.add(BadLine(where, "no reply field", f"no text reply in this {fmt.value} line"))
+            continue
+        line = {"probe_id": by_example[example_id].probe_id, HARNESS_REPLY: reply}
+        if error is not None:
+            line.update(status="error", error=error)
+        yield number, where, line
+
+
 def import_model_responses(probes: Sequence, model_cfg, answer_cfg, skipped_ids: Collection[str] = ()):
     """The response table of ``probes`` from the file(s) of a ``responses`` model config."""
     from medexp.config.schemas import ModelFamily
@@ -329,7 +458,9 @@ def import_model_responses(probes: Sequence, model_cfg, answer_cfg, skipped_ids:
     if not model_cfg.responses_path:
         raise ValueError(f"model={model_cfg.name}: set model.responses_path to the JSONL file of its responses")
     reading = {"reply_fields": list(model_cfg.get("reply_fields") or DEFAULT_REPLY_FIELDS),
-               "status_map": dict(model_cfg.get("status_map") or {})}
+               "status_map": dict(model_cfg.get("status_map") or {}),
+               "fmt": ResponsesFormat(model_cfg.get("responses_format") or ResponsesFormat.medexp.value),
+               "id_field": model_cfg.get("responses_id_field"), "join": model_cfg.get("responses_join")}
     if not model_cfg.get("responses_no_image_path"):
         return import_responses(model_cfg.responses_path, probes, answer_cfg, skipped_ids, **reading)
     return _with_no_image_file(model_cfg.responses_path, model_cfg.responses_no_image_path, list(probes), answer_cfg,

@@ -19,6 +19,7 @@ and a zero-padded number matches the unpadded id.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional
@@ -122,3 +123,61 @@ def join_table(table, scheme: IdScheme, known_ids: Iterable[str] | None = None,
     frame.insert(0, "example_id", matched)
     unmatched = [str(external) for external, value in zip(frame["external_id"], matched) if value is None]
     return JoinedTable(frame, unmatched)
+
+
+_IMAGE_PLACEHOLDER = re.compile(r"<image>", re.IGNORECASE)
+
+
+def normalized_question(text: Any) -> str:
+    """A question as another harness may have written it, compared: whitespace runs as one space,
+    ``<image>`` placeholders (LLaVA's prompts) left out. Nothing else is changed: no guessing."""
+    return " ".join(_IMAGE_PLACEHOLDER.sub(" ", str(text)).split())
+
+
+@dataclass(frozen=True)
+class ItemLookup:
+    """The items of a benchmark (``(example_id, question, position)``; position None when unknown)
+    found by what another tool's record names them by (:class:`~medexp.config.schemas.ItemJoin`):
+    an id in ``scheme`` (``external_id``), the upstream id alone (``source_id``), the released
+    position, or the question text. :meth:`find` gives the example id, or None and why."""
+
+    items: tuple[tuple[str, str, Optional[int]], ...]
+    scheme: IdScheme
+
+    def __post_init__(self) -> None:
+        by_source, by_position, by_question = {}, {}, {}
+        for example_id, question, position in self.items:
+            _, split, source = _parts(example_id)
+            by_source[(split, source)] = example_id
+            if position is not None:
+                by_position[position] = example_id
+            by_question.setdefault(normalized_question(question), []).append(example_id)
+        object.__setattr__(self, "_ids", {example_id for example_id, _, _ in self.items})
+        object.__setattr__(self, "_splits", {_parts(example_id)[1] for example_id, _, _ in self.items})
+        object.__setattr__(self, "_by_source", by_source)
+        object.__setattr__(self, "_by_position", by_position)
+        object.__setattr__(self, "_by_question", by_question)
+
+    def find(self, value: Any, join: str) -> tuple[Optional[str], Optional[str]]:
+        """``(example_id, None)``, or ``(None, "unmatched")`` / ``(None, "ambiguous")``."""
+        join = getattr(join, "value", join)
+        if isinstance(value, float) and value.is_integer():  # an integer id read from a sheet beside an empty cell
+            value = int(value)
+        if join == "question":
+            found = self._by_question.get(normalized_question(value), [])
+            return (found[0], None) if len(found) == 1 else (None, "ambiguous" if found else "unmatched")
+        if join == "external_id":
+            example_id = self.scheme.internal(value)
+            return (example_id, None) if example_id in self._ids else (None, "unmatched")
+        if join == "source_id":
+            # the split is the benchmark's (a record of one split); several splits: ambiguous by design
+            found = [self._by_source.get((split, str(value).strip())) for split in self._splits]
+            found = [example_id for example_id in found if example_id is not None]
+            return (found[0], None) if len(found) == 1 else (None, "ambiguous" if found else "unmatched")
+        if join == "position":
+            try:
+                example_id = self._by_position.get(int(value))
+            except (TypeError, ValueError):
+                example_id = None
+            return (example_id, None) if example_id is not None else (None, "unmatched")
+        raise ValueError(f"unknown join {join!r}; one of external_id, source_id, position, question")

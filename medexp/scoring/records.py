@@ -16,12 +16,14 @@ per-example scores (exch_rank, loss, overlap_gap) run on it unchanged. Formats:
   the log-likelihood summed over the continuation's tokens (so ``score_kind: sum_logprob``).
 
 Rows join the benchmark's examples by ``scores.join``: an id in the bench's ``external_ids``
-scheme (:mod:`medexp.benchmarks.external_ids`), the upstream id alone, or the released position.
+scheme (:mod:`medexp.benchmarks.external_ids`), the upstream id alone, the released position, or
+the question text.
 A row is skipped and counted, with its file and line, when it has no id (``no_id``), is not valid
-JSON (``bad_line``), names no example (``unmatched``), shares its example with another row
+JSON (``bad_line``), names no example (``unmatched``) or several (``ambiguous``), shares its example with another row
 (``duplicated``: every row of that example, since which one is right cannot be told) or has no
 finite score (``nonfinite``). Fewer matched examples than ``scores.min_coverage`` of the benchmark
-refuses the cell with the counts. Per-token values do not exist in such files: ``token_logprobs``
+refuses the cell with the counts; joined by question text, a text several examples share is
+``ambiguous``. Per-token values do not exist in such files: ``token_logprobs``
 and ``token_minkpp_z`` are absent and ``n_answer_tokens`` is NaN, so a detector needing them
 refuses the record before any work (``medexp.models.record_refusal``). The file's other scalar
 fields (the audit's ``flagged`` and ``answer_type``; lmms-eval's ``doc`` fields as ``doc.<name>``)
@@ -43,13 +45,13 @@ import pandas as pd
 
 from medexp.benchmarks.base import Example
 from medexp.benchmarks.digests import file_sha256
-from medexp.benchmarks.external_ids import IdScheme
-from medexp.config.schemas import ScoreKind, ScoresFormat, ScoresJoin
+from medexp.benchmarks.external_ids import IdScheme, ItemLookup
+from medexp.config.schemas import ItemJoin, ScoreKind, ScoresFormat
 
 log = logging.getLogger("medexp")
 
 SCORE_COLUMNS = ("example_id", "position", "n_answer_tokens", "sum_logprob", "mean_logprob")
-SKIP_REASONS = ("bad_line", "no_id", "unmatched", "duplicated", "nonfinite")
+SKIP_REASONS = ("bad_line", "no_id", "unmatched", "ambiguous", "duplicated", "nonfinite")
 _FIRST_SKIPS = 5  # skipped rows named in a refusal
 
 
@@ -239,19 +241,6 @@ _ROW_READERS = {ScoresFormat.table: _table_rows, ScoresFormat.audit_json: _audit
                 ScoresFormat.lmms_eval: _lmms_eval_rows}
 
 
-def _example_of(identifier: Any, join: ScoresJoin, scheme: IdScheme, split: str, by_id: dict, by_position: dict):
-    if isinstance(identifier, float) and identifier.is_integer():  # an integer id read from CSV next to NaN
-        identifier = int(identifier)
-    if join is ScoresJoin.external_id:
-        return by_id.get(scheme.internal(identifier))
-    if join is ScoresJoin.source_id:
-        return by_id.get(f"{scheme.name}::{split}::{str(identifier).strip()}")
-    try:
-        return by_position.get(int(identifier))
-    except (TypeError, ValueError):
-        return None
-
-
 def _finite(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
         return None
@@ -261,10 +250,10 @@ def _finite(value: Any) -> float | None:
 
 def _joined(rows: list[_Row], path: Path, kind: ScoreKind, examples: Sequence[Example], bench_cfg, scores_cfg,
             model_name: str) -> RecordScores:
-    scheme = IdScheme.from_config(bench_cfg)
+    lookup = ItemLookup(tuple((ex.example_id, ex.question, ex.position) for ex in examples),
+                        IdScheme.from_config(bench_cfg))
     by_id = {example.example_id: example for example in examples}
-    by_position = {example.position: example for example in examples}
-    join = ScoresJoin(scores_cfg.join)
+    join = ItemJoin(scores_cfg.join)
     skipped: dict[str, list[str]] = {}
     candidates: dict[str, list[tuple[_Row, float]]] = {}
     for row in rows:
@@ -274,12 +263,14 @@ def _joined(rows: list[_Row], path: Path, kind: ScoreKind, examples: Sequence[Ex
         if row.identifier is None or (isinstance(row.identifier, float) and math.isnan(row.identifier)):
             skipped.setdefault("no_id", []).append(f"{row.where}: no {scores_cfg.id_field}")
             continue
-        example = _example_of(row.identifier, join, scheme, str(bench_cfg.split), by_id, by_position)
-        if example is None:
-            skipped.setdefault("unmatched", []).append(
-                f"{row.where}: {scores_cfg.id_field}={row.identifier!r} names no example of bench={bench_cfg.name} "
+        example_id, reason = lookup.find(row.identifier, join)
+        if example_id is None:
+            what = "no example" if reason == "unmatched" else "several examples"
+            skipped.setdefault(reason, []).append(
+                f"{row.where}: {scores_cfg.id_field}={row.identifier!r} names {what} of bench={bench_cfg.name} "
                 f"(join={join.value})")
             continue
+        example = by_id[example_id]
         score = _finite(row.score)
         if score is None:
             skipped.setdefault("nonfinite", []).append(f"{row.where}: score {row.score!r} is not a finite number")

@@ -91,11 +91,12 @@ from medexp.config.schemas.model import (  # noqa: F401
     ModelBackend,
     ModelConfig,
     ModelFamily,
+    ItemJoin,
     ModelSource,
+    ResponsesFormat,
     ScoreKind,
     ScoresFileConfig,
     ScoresFormat,
-    ScoresJoin,
 )
 from medexp.config.schemas.report import (  # noqa: F401
     CellSelection,

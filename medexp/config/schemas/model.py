@@ -68,12 +68,23 @@ class ScoresFormat(str, Enum):
     lmms_eval = "lmms_eval"  # lmms-eval --log_samples samples_*.jsonl of a loglikelihood task
 
 
-class ScoresJoin(str, Enum):
-    """What a scores file's id field holds, so its rows join the benchmark's examples."""
+class ItemJoin(str, Enum):
+    """What a record's id field holds, so its rows join the benchmark's examples
+    (medexp.benchmarks.external_ids.ItemLookup)."""
 
     external_id = "external_id"  # <bench>::<split>::<id> in the bench's external_ids scheme (or medexp's own)
     source_id = "source_id"  # the upstream id alone (SLAKE's qid): the last part of medexp's id
     position = "position"  # the 0-based index in the released order (lmms-eval's doc_id over the same split)
+    question = "question"  # the question text (whitespace and <image> placeholders aside); a text two examples share is ambiguous
+
+
+class ResponsesFormat(str, Enum):
+    """How a file of replies made elsewhere is laid out (medexp.answers.imported)."""
+
+    medexp = "medexp"  # JSONL, one object per line naming its probe_id (medexp's and MedVIGIL's harness)
+    lmms_eval = "lmms_eval"  # lmms-eval --log_samples samples_*.jsonl of a generation task
+    vlmevalkit = "vlmevalkit"  # VLMEvalKit's prediction sheet (.xlsx, .tsv, .csv): the dataset's columns and prediction
+    llava_med = "llava_med"  # LLaVA-Med's answer JSONL: question_id, prompt, text, answer_id, model_id, metadata
 
 
 class ScoreKind(str, Enum):
@@ -96,7 +107,7 @@ class ScoresFileConfig:
     format: ScoresFormat = ScoresFormat.auto
     model: Optional[str] = None  # audit_json: the model whose scores this config reads (one of the file's `models`)
     id_field: str = "example_id"  # the field naming the item; a dotted path reads inside objects (doc.qid)
-    join: ScoresJoin = ScoresJoin.external_id
+    join: ItemJoin = ItemJoin.external_id
     score_field: str = "mean_logprob"  # table/audit_json: the score's field (lmms_eval: filtered_resps)
     score_kind: ScoreKind = ScoreKind.mean_logprob  # what that score is; the other column is left NaN
     # Fewer of the benchmark's examples matched than this share: the cell is refused with the counts.
@@ -180,6 +191,12 @@ class ModelConfig:
     preflight: bool = True
     # family responses: a JSONL file of answers produced elsewhere (medexp.answers.imported).
     responses_path: Optional[str] = None
+    # Who wrote the file: medexp (lines name probe ids), or a harness whose lines name the item its
+    # own way, joined to the cell's original probes by `responses_join` over `responses_id_field`
+    # (None: the format's own id field, lmms_eval doc.question, vlmevalkit index, llava_med question_id).
+    responses_format: ResponsesFormat = ResponsesFormat.medexp
+    responses_id_field: Optional[str] = None
+    responses_join: Optional[ItemJoin] = None  # None: the format's (question for lmms_eval, source_id otherwise)
     # MedVIGIL's matched no-image file (<model>__mcq_noimg.jsonl): its lines, named by the original
     # probes' ids, answer the no_image probes of bench=medvigil.
     responses_no_image_path: Optional[str] = None
