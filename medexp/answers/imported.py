@@ -68,7 +68,7 @@ from medexp.answers.parse import judge
 from medexp.answers.table import ErrorCause, Status, error_row, response_row, response_table
 from medexp.benchmarks.digests import file_sha256
 from medexp.config.schemas.answers import AnswerMode, check_answer_config
-from medexp.benchmarks.external_ids import IdScheme, ItemLookup
+from medexp.benchmarks.external_ids import IdScheme, ItemLookup, dotted_field
 from medexp.config.schemas.model import DEFAULT_REPLY_FIELDS, ItemJoin, ResponsesFormat
 from medexp.probes.base import RELEASE_ID_KEY, SOURCE_RELEASE_ID_KEY, option_letters
 
@@ -353,17 +353,6 @@ ORIGINAL_KINDS = ("original",)  # a harness asked each question as released: it 
 VLMEVALKIT_FAILED = "Failed to obtain answer"  # VLMEvalKit's FAIL_MSG, its reply when the model raised
 
 
-def _dotted(record: dict, path: str) -> Any:
-    if path in record:
-        return record[path]
-    value: Any = record
-    for part in path.split("."):
-        if not isinstance(value, dict) or part not in value:
-            return None
-        value = value[part]
-    return value
-
-
 def _lmms_eval_reply(record: dict) -> Any:
     """A generation task's reply: ``filtered_resps[0]`` (after the task's filters), else ``resps[0][0]``."""
     for name in ("filtered_resps", "resps"):
@@ -428,7 +417,7 @@ def harness_records(path: Path, fmt: ResponsesFormat, probes: Sequence, id_field
     by_example = {probe.example_id: probe for probe in originals}
     rows = _sheet_rows(path) if fmt is ResponsesFormat.vlmevalkit else _records(path, bad, named=False)
     for number, where, record in rows:
-        identifier = _dotted(record, id_field)
+        identifier = dotted_field(record, id_field)
         if identifier is None or (isinstance(identifier, str) and not identifier.strip()):
             bad.add(BadLine(where, "no id", f"no {id_field!r} in {sorted(record)}"))
             continue

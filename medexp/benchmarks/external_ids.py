@@ -125,6 +125,19 @@ def join_table(table, scheme: IdScheme, known_ids: Iterable[str] | None = None,
     return JoinedTable(frame, unmatched)
 
 
+def dotted_field(record: dict, path: str) -> Any:
+    """``record[a][b]`` for ``a.b`` (None where a part is missing), as other tools nest their fields
+    (lmms-eval's ``doc.qid``); a key spelled with the dots itself wins (a column named ``doc.qid``)."""
+    if path in record:
+        return record[path]
+    value: Any = record
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
 _IMAGE_PLACEHOLDER = re.compile(r"<image>", re.IGNORECASE)
 
 

@@ -45,7 +45,7 @@ import pandas as pd
 
 from medexp.benchmarks.base import Example
 from medexp.benchmarks.digests import file_sha256
-from medexp.benchmarks.external_ids import IdScheme, ItemLookup
+from medexp.benchmarks.external_ids import IdScheme, ItemLookup, dotted_field
 from medexp.config.schemas import ItemJoin, ScoreKind, ScoresFormat
 
 log = logging.getLogger("medexp")
@@ -120,18 +120,6 @@ def _format(scores_cfg, path: Path) -> ScoresFormat:
     return ScoresFormat.table
 
 
-def _field(record: dict, dotted: str) -> Any:
-    """``record[a][b]`` for ``a.b``; a plain key wins when the record has one (``doc.qid`` as a column)."""
-    if dotted in record:
-        return record[dotted]
-    value: Any = record
-    for part in dotted.split("."):
-        if not isinstance(value, dict) or part not in value:
-            return None
-        value = value[part]
-    return value
-
-
 def _scalars(record: dict, skip: set[str], prefix: str = "") -> dict[str, Any]:
     return {f"{prefix}{key}": value for key, value in record.items()
             if key not in skip and (value is None or isinstance(value, (str, int, float, bool)))}
@@ -164,7 +152,7 @@ def _table_rows(path: Path, scores_cfg, model_name: str) -> Iterator[_Row]:
             if record is None:
                 yield _Row(where, None, None, {}, problem)
             else:
-                yield _Row(where, _field(record, id_field), _field(record, score_field),
+                yield _Row(where, dotted_field(record, id_field), dotted_field(record, score_field),
                            _scalars(record, {id_field, score_field}))
         return
     if suffix == ".json":
@@ -177,7 +165,7 @@ def _table_rows(path: Path, scores_cfg, model_name: str) -> Iterator[_Row]:
             if not isinstance(record, dict):
                 yield _Row(where, None, None, {}, f"a JSON {type(record).__name__}, not an object")
             else:
-                yield _Row(where, _field(record, id_field), _field(record, score_field),
+                yield _Row(where, dotted_field(record, id_field), dotted_field(record, score_field),
                            _scalars(record, {id_field, score_field}))
         return
     if suffix in (".csv", ".tsv"):
@@ -216,7 +204,7 @@ def _audit_rows(path: Path, scores_cfg, model_name: str) -> Iterator[_Row]:
             continue
         by_model = record.get(score_field)
         score = by_model.get(str(chosen)) if isinstance(by_model, dict) else None
-        yield _Row(where, _field(record, id_field), score, _scalars(record, {id_field, score_field}))
+        yield _Row(where, dotted_field(record, id_field), score, _scalars(record, {id_field, score_field}))
 
 
 def _lmms_eval_rows(path: Path, scores_cfg, model_name: str) -> Iterator[_Row]:
@@ -229,12 +217,12 @@ def _lmms_eval_rows(path: Path, scores_cfg, model_name: str) -> Iterator[_Row]:
         # one loglikelihood request per item: [[loglik, is_greedy]]; a multiple-choice item asks one
         # request per option, which is no gold-answer score
         if not (isinstance(responses, list) and len(responses) == 1):
-            yield _Row(where, _field(record, id_field), None, {})
+            yield _Row(where, dotted_field(record, id_field), None, {})
             continue
         first = responses[0]
         score = first[0] if isinstance(first, list) and first else first
         doc = record.get("doc") if isinstance(record.get("doc"), dict) else {}
-        yield _Row(where, _field(record, id_field), score, _scalars(doc, set(), "doc."))
+        yield _Row(where, dotted_field(record, id_field), score, _scalars(doc, set(), "doc."))
 
 
 _ROW_READERS = {ScoresFormat.table: _table_rows, ScoresFormat.audit_json: _audit_rows,

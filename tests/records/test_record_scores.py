@@ -174,3 +174,21 @@ def test_every_real_model_on_record_covers_slake_en(tmp_path):
         record = record_scores(model.scores, name, bench.examples, cfg.bench)
         assert record.n_matched == 1061 and not record.skipped
         assert all(math.isfinite(value) for value in record.table["mean_logprob"])
+
+
+def test_a_table_joined_by_question_text_counts_a_shared_text_as_ambiguous(tmp_path):
+    rows = slake_rows()
+    english = [row for row in rows if row["q_lang"] == "en"]
+    english[1]["question"] = english[0]["question"]  # SLAKE asks the same question of many images
+    root = tmp_path / "slake"
+    root.mkdir()
+    (root / "test.json").write_text(json.dumps(rows), encoding="utf-8")
+    bench_cfg, bench = _bench(root, tmp_path)
+    path = tmp_path / "scores.jsonl"
+    path.write_text("\n".join(json.dumps({"question": f"  {row['question']} ", "mean_logprob": -1.0 * i})
+                              for i, row in enumerate(english)) + "\n", encoding="utf-8")
+    record = record_scores(_scores(path, id_field="question", join="question", min_coverage=0.8), "m",
+                           bench.examples, bench_cfg)
+    assert record.n_matched == 10 and record.metrics()["scores_n_skipped.ambiguous"] == 2.0
+    assert "names several examples" in record.skipped["ambiguous"][0]
+    assert list(record.table["mean_logprob"]) == [-1.0 * i for i in range(2, 12)]
