@@ -4,12 +4,19 @@ Each builder trains a small byte-level BPE tokenizer with the family's special t
 family's real processor (image processor with small sizes, a chat template that keeps the real
 one's structure and end tokens) and the real model class from a config with tiny sizes, and
 saves both with ``save_pretrained``; the adapters load them back through ``from_pretrained``.
+
+With ``published=True`` a builder uses the family's published processor settings and chat
+template instead (``tests/fixtures/published/<family>``, sources in its SOURCES.md): the prompt
+and the number of image tokens are then those of the real checkpoint, and only the vocabulary
+(trained here, carrying the real special tokens) and the model's widths are small.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from PIL import Image
@@ -39,6 +46,27 @@ TEXT_QA = [
     ("Is a CT scan an X-ray technique?", "yes"),
 ]
 LONG_TEXT = "".join(f"Question: {q}\nAnswer: {a}\n" for q, a, _, _ in IMAGE_QA)
+
+
+PUBLISHED = Path(__file__).resolve().parents[1] / "fixtures" / "published"
+
+
+def published_settings(family: str) -> dict:
+    """The published settings of a family (``settings.json``), with its chat template, if it has
+    one, under ``chat_template``."""
+    directory = PUBLISHED / family
+    settings = json.loads((directory / "settings.json").read_text())
+    template = directory / "chat_template.jinja"
+    if template.exists():
+        settings["chat_template"] = template.read_text()
+    return settings
+
+
+def with_published_specials(special_tokens: list[str], settings: dict) -> list[str]:
+    """The tokenizer's special tokens plus any the published settings name, so the tiny vocabulary
+    carries every token the real template and processor write."""
+    named = [token for token in settings.get("special_tokens", {}).values() if token not in special_tokens]
+    return special_tokens + named
 
 
 def write_examples(root: Path) -> tuple[list[Example], list[Example]]:
@@ -132,10 +160,12 @@ QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|
                  "<|image_pad|>", "<|video_pad|>"]
 
 
-def build_qwen2_5_vl(out_dir: Path, max_side: int = 64, text_hidden: int = TEXT_HIDDEN, text_layers: int = 2):
+def build_qwen2_5_vl(out_dir: Path, max_side: int = 64, text_hidden: int = TEXT_HIDDEN, text_layers: int = 2,
+                     published: bool = False):
     """``max_side``: images are resized to at most max_side^2 pixels, (max_side / 8)^2 image tokens
     (the perf suite uses 128: 256 tokens, as a real checkpoint gives a SLAKE scan); ``text_hidden``
-    and ``text_layers`` size the language model."""
+    and ``text_layers`` size the language model. ``published``: Qwen2.5-VL-7B-Instruct's image
+    processor (14-pixel patches merged 2x2, 3136..12845056 pixels) and chat template."""
     from transformers import (
         Qwen2_5_VLConfig,
         Qwen2_5_VLForConditionalGeneration,
@@ -144,16 +174,26 @@ def build_qwen2_5_vl(out_dir: Path, max_side: int = 64, text_hidden: int = TEXT_
         Qwen2VLVideoProcessor,
     )
 
-    tokenizer = train_tokenizer(QWEN_SPECIALS, pad_token="<|endoftext|>", eos_token="<|im_end|>",
-                                extra_special_tokens={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>"})
+    specials, chat_template = QWEN_SPECIALS, QWEN_CHAT_TEMPLATE
     # 4-pixel patches merged 2x2: an image of h x w pixels gives (h/8) x (w/8) image tokens.
     sizes = {"patch_size": 4, "merge_size": 2, "temporal_patch_size": 2, "min_pixels": 16 * 16,
-             "max_pixels": max_side**2, "size": {"shortest_edge": 16 * 16, "longest_edge": max_side**2}}
+             "max_pixels": max_side**2}
+    window_size = 16
+    if published:
+        settings = published_settings("qwen2_5_vl")
+        specials, chat_template = with_published_specials(specials, settings), settings["chat_template"]
+        config = settings["preprocessor_config"]
+        sizes = {key: config[key] for key in (*sizes, "image_mean", "image_std")}
+        # The vision tower's attention windows must hold whole merged patches: 4 of 28 px.
+        window_size = 4 * sizes["patch_size"] * sizes["merge_size"]
+    sizes["size"] = {"shortest_edge": sizes["min_pixels"], "longest_edge": sizes["max_pixels"]}
+    tokenizer = train_tokenizer(specials, pad_token="<|endoftext|>", eos_token="<|im_end|>",
+                                extra_special_tokens={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>"})
     processor = Qwen2_5_VLProcessor(
         image_processor=Qwen2VLImageProcessor(**sizes),
         tokenizer=tokenizer,
         video_processor=Qwen2VLVideoProcessor(**sizes),
-        chat_template=QWEN_CHAT_TEMPLATE,
+        chat_template=chat_template,
     )
     text = _qwen2_text_config(tokenizer, text_hidden, text_layers).to_dict()
     # mrope sections split the rotary half of a head (hidden / 4 heads / 2) over time, height, width.
@@ -163,8 +203,9 @@ def build_qwen2_5_vl(out_dir: Path, max_side: int = 64, text_hidden: int = TEXT_
     config = Qwen2_5_VLConfig(
         text_config=text,
         vision_config={"depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 4,
-                       "out_hidden_size": text_hidden, "patch_size": 4, "spatial_merge_size": 2,
-                       "temporal_patch_size": 2, "window_size": 16, "fullatt_block_indexes": [1]},
+                       "out_hidden_size": text_hidden, "patch_size": sizes["patch_size"],
+                       "spatial_merge_size": sizes["merge_size"], "temporal_patch_size": sizes["temporal_patch_size"],
+                       "window_size": window_size, "fullatt_block_indexes": [1]},
         image_token_id=tokenizer.convert_tokens_to_ids("<|image_pad|>"),
         video_token_id=tokenizer.convert_tokens_to_ids("<|video_pad|>"),
         vision_start_token_id=tokenizer.convert_tokens_to_ids("<|vision_start|>"),
@@ -182,7 +223,9 @@ LLAVA_OV_CHAT_TEMPLATE = (
 )
 
 
-def build_llava_onevision(out_dir: Path):
+def build_llava_onevision(out_dir: Path, published: bool = False):
+    """``published``: llava-onevision-qwen2-7b-ov-hf's processing: 384 px tiles of 14 px SigLIP
+    patches (729 tokens each), the any-resolution grid up to 6 x 6 tiles, anyres_max_9."""
     from transformers import (
         LlavaOnevisionConfig,
         LlavaOnevisionForConditionalGeneration,
@@ -191,13 +234,24 @@ def build_llava_onevision(out_dir: Path):
         LlavaOnevisionVideoProcessor,
     )
 
-    tokenizer = train_tokenizer(["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>", "<video>"],
-                                pad_token="<|endoftext|>", eos_token="<|im_end|>",
-                                extra_special_tokens={"image_token": "<image>", "video_token": "<video>"})
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>", "<video>"]
+    chat_template, image_kwargs = LLAVA_OV_CHAT_TEMPLATE, {}
     side, patch = 16, 4  # base tile 16 px of 4 px patches: 16 tokens per tile
     pinpoints = [[16, 16], [16, 32], [32, 16], [32, 32]]  # anyres grid of up to 2 x 2 tiles
+    aspect_ratio = "anyres_max_9"
+    if published:
+        settings = published_settings("llava_onevision")
+        specials, chat_template = with_published_specials(specials, settings), settings["chat_template"]
+        image_config, processor_config = settings["preprocessor_config"], settings["processor_config"]
+        side, patch = settings["vision_config"]["image_size"], settings["vision_config"]["patch_size"]
+        pinpoints, aspect_ratio = image_config["image_grid_pinpoints"], processor_config["vision_aspect_ratio"]
+        image_kwargs = {key: image_config[key] for key in ("image_mean", "image_std", "resample", "do_pad")}
+        assert processor_config["num_image_tokens"] == (side // patch) ** 2  # the tower must give what the processor counts
+    tokenizer = train_tokenizer(specials, pad_token="<|endoftext|>", eos_token="<|im_end|>",
+                                extra_special_tokens={"image_token": "<image>", "video_token": "<video>"})
     image_processor = LlavaOnevisionImageProcessor(
-        size={"height": side, "width": side}, crop_size={"height": side, "width": side}, image_grid_pinpoints=pinpoints
+        size={"height": side, "width": side}, crop_size={"height": side, "width": side}, image_grid_pinpoints=pinpoints,
+        **image_kwargs,
     )
     video_processor = LlavaOnevisionVideoProcessor(size={"height": side, "width": side})
     processor = LlavaOnevisionProcessor(
@@ -206,8 +260,8 @@ def build_llava_onevision(out_dir: Path):
         video_processor=video_processor,
         num_image_tokens=(side // patch) ** 2,
         vision_feature_select_strategy="full",
-        chat_template=LLAVA_OV_CHAT_TEMPLATE,
-        vision_aspect_ratio="anyres_max_9",
+        chat_template=chat_template,
+        vision_aspect_ratio=aspect_ratio,
     )
     config = LlavaOnevisionConfig(
         vision_config=_siglip_vision_config(side, patch),
@@ -217,7 +271,7 @@ def build_llava_onevision(out_dir: Path):
         vision_feature_select_strategy="full",
         vision_feature_layer=-1,
         image_grid_pinpoints=pinpoints,
-        vision_aspect_ratio="anyres_max_9",
+        vision_aspect_ratio=aspect_ratio,
     )
     return _save(LlavaOnevisionForConditionalGeneration(config), processor, out_dir)
 
@@ -233,7 +287,9 @@ INTERNVL_CHAT_TEMPLATE = (
 )
 
 
-def build_internvl(out_dir: Path):
+def build_internvl(out_dir: Path, published: bool = False):
+    """``published``: InternVL3-8B-hf's processing: 448 px tiles (1 to 12, plus a thumbnail when
+    there are several), 256 tokens per tile, and its chat template."""
     from transformers import (
         GotOcr2ImageProcessor,
         InternVLConfig,
@@ -244,16 +300,25 @@ def build_internvl(out_dir: Path):
 
     image_tokens = {"start_image_token": "<img>", "end_image_token": "</img>", "context_image_token": "<IMG_CONTEXT>",
                     "video_token": "<video>"}
-    tokenizer = train_tokenizer(["<|endoftext|>", "<|im_start|>", "<|im_end|>", *image_tokens.values()],
-                                pad_token="<|endoftext|>", eos_token="<|im_end|>", extra_special_tokens=image_tokens)
-    side, patch = 16, 4  # a 16 px tile is 4 x 4 patches, pixel-shuffled by 0.5 into 4 tokens
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", *image_tokens.values()]
+    chat_template, image_kwargs = INTERNVL_CHAT_TEMPLATE, {"crop_to_patches": True, "min_patches": 1, "max_patches": 4}
+    side, patch, seq_length = 16, 4, 4  # a 16 px tile is 4 x 4 patches, pixel-shuffled by 0.5 into 4 tokens
+    if published:
+        settings = published_settings("internvl")
+        specials, chat_template = with_published_specials(specials, settings), settings["chat_template"]
+        image_config = settings["preprocessor_config"]
+        side, seq_length = image_config["size"]["height"], settings["processor_config"]["image_seq_length"]
+        image_kwargs = {key: image_config[key] for key in ("image_mean", "image_std", "min_patches", "max_patches")}
+        # The processor writes image_seq_length tokens per tile; the tower gives (side / patch)^2 / 4
+        # after the 0.5 pixel shuffle, so the patch size follows: 14 px for 448 px tiles and 256 tokens.
+        patch = int(side / (4 * seq_length) ** 0.5)
+    tokenizer = train_tokenizer(specials, pad_token="<|endoftext|>", eos_token="<|im_end|>", extra_special_tokens=image_tokens)
     processor = InternVLProcessor(
-        image_processor=GotOcr2ImageProcessor(size={"height": side, "width": side}, crop_to_patches=True,
-                                              min_patches=1, max_patches=4),
+        image_processor=GotOcr2ImageProcessor(size={"height": side, "width": side}, **image_kwargs),
         tokenizer=tokenizer,
         video_processor=InternVLVideoProcessor(size={"height": side, "width": side}),
-        image_seq_length=4,
-        chat_template=INTERNVL_CHAT_TEMPLATE,
+        image_seq_length=seq_length,
+        chat_template=chat_template,
     )
     config = InternVLConfig(
         vision_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -280,19 +345,31 @@ GEMMA_CHAT_TEMPLATE = (
 )
 
 
-def build_gemma3(out_dir: Path):
+def build_gemma3(out_dir: Path, published: bool = False):
+    """``published``: MedGemma's (Gemma 3's) processing: one 896 px image of 256 soft tokens
+    (pan-and-scan off, as published) and the Gemma 3 chat template."""
     from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3ImageProcessor, Gemma3Processor
 
     image_tokens = {"image_token": "<image_soft_token>", "boi_token": "<start_of_image>", "eoi_token": "<end_of_image>"}
-    # Gemma's tokenizer prepends <bos> by default while its chat template writes <bos> too.
-    tokenizer = train_tokenizer(["<pad>", "<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>", *image_tokens.values()],
-                                add_bos="<bos>", pad_token="<pad>", bos_token="<bos>", eos_token="<eos>",
-                                extra_special_tokens=image_tokens)
+    specials = ["<pad>", "<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>", *image_tokens.values()]
+    chat_template, image_kwargs = GEMMA_CHAT_TEMPLATE, {}
     side, patch, tokens_per_image = 16, 4, 4  # 4 x 4 patches average-pooled to 2 x 2 soft tokens
+    if published:
+        settings = published_settings("gemma3")
+        specials, chat_template = with_published_specials(specials, settings), settings["chat_template"]
+        image_config = settings["preprocessor_config"]
+        side, tokens_per_image = image_config["size"]["height"], settings["processor_config"]["image_seq_length"]
+        image_kwargs = {key: image_config[key] for key in ("image_mean", "image_std", "resample", "do_pan_and_scan")}
+        # The real tower's 64 x 64 patches of 14 px are pooled 4 x 4 into 16 x 16 soft tokens; 56 px
+        # patches give the same 16 x 16 without pooling, 16 times fewer patches for a CPU test.
+        patch = side // int(tokens_per_image**0.5)
+    # Gemma's tokenizer prepends <bos> by default while its chat template writes <bos> too.
+    tokenizer = train_tokenizer(specials, add_bos="<bos>", pad_token="<pad>", bos_token="<bos>", eos_token="<eos>",
+                                extra_special_tokens=image_tokens)
     processor = Gemma3Processor(
-        image_processor=Gemma3ImageProcessor(size={"height": side, "width": side}),
+        image_processor=Gemma3ImageProcessor(size={"height": side, "width": side}, **image_kwargs),
         tokenizer=tokenizer,
-        chat_template=GEMMA_CHAT_TEMPLATE,
+        chat_template=chat_template,
         image_seq_length=tokens_per_image,
     )
     config = Gemma3Config(
@@ -380,10 +457,19 @@ FAMILIES = {
     "llava": TinyFamily("generic", build_llava),  # the demo models' architecture
 }
 
+# The same architectures with the published processor settings and chat templates: real image
+# sizes make them slower, so they are built only by the tests that pin the published processing.
+PUBLISHED_FAMILIES = {
+    "qwen2_5_vl_published": TinyFamily("qwen2_5_vl", partial(build_qwen2_5_vl, published=True)),
+    "llava_onevision_published": TinyFamily("llava_onevision", partial(build_llava_onevision, published=True)),
+    "internvl_published": TinyFamily("internvl", partial(build_internvl, published=True)),
+    "gemma3_published": TinyFamily("gemma3", partial(build_gemma3, published=True)),
+}
+
 
 def build(name: str, root: Path) -> Path:
     """Build the tiny checkpoint of a family under ``root`` (seeded, so identical every time)."""
     import torch
 
     torch.manual_seed(0)
-    return FAMILIES[name].build(root / name)
+    return {**FAMILIES, **PUBLISHED_FAMILIES}[name].build(root / name)

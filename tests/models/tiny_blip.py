@@ -22,6 +22,7 @@ from medexp.config import compose
 from medexp.config.schemas import ModelConfig
 from tests import scan_examples
 from tests.manual_scoring import ATOL, answer_scores, assert_rows_close, open_rgb, rows, text_logprob
+from tests.models.tiny import published_settings
 
 IMAGE_SIZE = 16
 PATCH_SIZE = 8
@@ -99,8 +100,11 @@ def vicuna_tokenizer(padding_side: str = "right"):
 # ---------------------------------------------------------------------------- configs
 
 
-def _vision_and_qformer(vision_cls, qformer_cls, **qformer_extra):
-    vision = vision_cls(image_size=IMAGE_SIZE, patch_size=PATCH_SIZE, hidden_size=32, intermediate_size=64,
+def _vision_and_qformer(vision_cls, qformer_cls, image_size: int = IMAGE_SIZE, **qformer_extra):
+    # 16 x 16 patches for a published image size: how many query tokens reach the language model
+    # does not depend on the patch grid, and a small grid keeps the tower cheap on a CPU.
+    patch_size = PATCH_SIZE if image_size == IMAGE_SIZE else image_size // 16
+    vision = vision_cls(image_size=image_size, patch_size=patch_size, hidden_size=32, intermediate_size=64,
                         num_hidden_layers=1, num_attention_heads=2)
     qformer = qformer_cls(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
                           encoder_hidden_size=32, **qformer_extra)
@@ -112,11 +116,12 @@ def _special_ids(tokenizer) -> dict[str, int]:
             "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id}
 
 
-def blip2_config(tokenizer, language_model: str = "opt"):
+def blip2_config(tokenizer, language_model: str = "opt", image_size: int = IMAGE_SIZE,
+                 num_query_tokens: int = NUM_QUERY_TOKENS):
     """BLIP-2 over a tiny OPT (blip2-opt-2.7b) or Mistral (the CheXagent stand-in) decoder."""
     from transformers import Blip2Config, Blip2QFormerConfig, Blip2VisionConfig, MistralConfig, OPTConfig
 
-    vision, qformer = _vision_and_qformer(Blip2VisionConfig, Blip2QFormerConfig)
+    vision, qformer = _vision_and_qformer(Blip2VisionConfig, Blip2QFormerConfig, image_size)
     if language_model == "opt":
         text = OPTConfig(hidden_size=32, ffn_dim=64, num_hidden_layers=2, num_attention_heads=2,
                          word_embed_proj_dim=32, max_position_embeddings=512, **_special_ids(tokenizer))
@@ -125,27 +130,41 @@ def blip2_config(tokenizer, language_model: str = "opt"):
                              num_key_value_heads=2, max_position_embeddings=512, sliding_window=None,
                              **_special_ids(tokenizer))
     return Blip2Config(vision_config=vision.to_dict(), qformer_config=qformer.to_dict(), text_config=text.to_dict(),
-                       num_query_tokens=NUM_QUERY_TOKENS, image_token_id=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN))
+                       num_query_tokens=num_query_tokens, image_token_id=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN))
 
 
-def instructblip_config(tokenizer, qformer_tokenizer):
+def instructblip_config(tokenizer, qformer_tokenizer, image_size: int = IMAGE_SIZE,
+                        num_query_tokens: int = NUM_QUERY_TOKENS):
     from transformers import InstructBlipConfig, InstructBlipQFormerConfig, InstructBlipVisionConfig, LlamaConfig
 
-    vision, qformer = _vision_and_qformer(InstructBlipVisionConfig, InstructBlipQFormerConfig,
+    vision, qformer = _vision_and_qformer(InstructBlipVisionConfig, InstructBlipQFormerConfig, image_size,
                                           vocab_size=len(qformer_tokenizer),
                                           pad_token_id=qformer_tokenizer.pad_token_id)
     text = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                        num_key_value_heads=2, max_position_embeddings=512, **_special_ids(tokenizer))
     return InstructBlipConfig(vision_config=vision.to_dict(), qformer_config=qformer.to_dict(),
-                              text_config=text.to_dict(), num_query_tokens=NUM_QUERY_TOKENS,
+                              text_config=text.to_dict(), num_query_tokens=num_query_tokens,
                               image_token_id=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN))
 
 
-def image_processor():
+def image_processor(published: dict | None = None):
+    """BLIP's image processor: tiny, or with a published ``preprocessor_config``'s size, mean and
+    std (BlipImageProcessor for BLIP-2 and CheXagent alike)."""
     from transformers import BlipImageProcessor
 
-    return BlipImageProcessor(size={"height": IMAGE_SIZE, "width": IMAGE_SIZE},
-                              image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5])
+    if published is None:
+        return BlipImageProcessor(size={"height": IMAGE_SIZE, "width": IMAGE_SIZE},
+                                  image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5])
+    return BlipImageProcessor(**{key: published[key] for key in ("size", "image_mean", "image_std", "resample")})
+
+
+def published_queries(family: str) -> tuple[dict | None, int]:
+    """(published preprocessor_config or None, number of query tokens) of a Q-Former family: the
+    processor's for BLIP-2 and InstructBLIP, the model config's for CheXagent (its processor is
+    remote code that was not found)."""
+    settings = published_settings(family)
+    queries = settings.get("processor_config", settings.get("config", {}))["num_query_tokens"]
+    return settings.get("preprocessor_config"), queries
 
 
 def sharpen(model) -> None:
@@ -168,34 +187,47 @@ def _save(model, processor, out_dir: Path) -> Path:
 
 
 def build_blip2(out_dir: Path, padding_side: str = "right", num_query_tokens: int | None = NUM_QUERY_TOKENS,
-                language_model: str = "opt", seed: int = 0) -> Path:
+                language_model: str = "opt", seed: int = 0, published: str | None = None) -> Path:
     """A tiny ``Blip2ForConditionalGeneration`` and its ``Blip2Processor``.
 
     ``language_model`` is "opt" (OPT tokenizer conventions, as blip2-opt-2.7b) or "mistral"
     (Llama conventions with ``<s>``, as CheXagent). ``num_query_tokens=None`` writes a processor
-    that does not expand image tokens itself (as processors saved before transformers did)."""
+    that does not expand image tokens itself (as processors saved before transformers did).
+    ``published`` ("blip2" or "chexagent") takes the image size and the number of query tokens
+    from that family's published settings (tests/fixtures/published)."""
     from transformers import Blip2ForConditionalGeneration, Blip2Processor
 
     torch.manual_seed(seed)
     tokenizer = opt_tokenizer(padding_side) if language_model == "opt" else vicuna_tokenizer(padding_side)
-    processor = Blip2Processor(image_processor(), tokenizer, num_query_tokens=num_query_tokens)
-    model = Blip2ForConditionalGeneration(blip2_config(processor.tokenizer, language_model))
+    preprocessor, queries = None, NUM_QUERY_TOKENS if num_query_tokens is None else num_query_tokens
+    if published is not None:
+        preprocessor, queries = published_queries(published)
+    processor = Blip2Processor(image_processor(preprocessor), tokenizer,
+                               num_query_tokens=None if num_query_tokens is None else queries)
+    size = IMAGE_SIZE if preprocessor is None else preprocessor["size"]["height"]
+    model = Blip2ForConditionalGeneration(blip2_config(processor.tokenizer, language_model, size, queries))
     sharpen(model)
     return _save(model, processor, out_dir)
 
 
 def build_instructblip(out_dir: Path, padding_side: str = "right", qformer_padding_side: str = "right",
-                       seed: int = 0) -> Path:
+                       seed: int = 0, published: bool = False) -> Path:
     """A tiny ``InstructBlipForConditionalGeneration`` (Llama language model, WordPiece Q-Former
-    tokenizer) and its ``InstructBlipProcessor``."""
+    tokenizer) and its ``InstructBlipProcessor``; ``published``: instructblip-vicuna-7b's number
+    of query tokens, at BLIP-2's published 224 px (InstructBLIP's own image size was not found)."""
     from transformers import InstructBlipForConditionalGeneration, InstructBlipProcessor
 
     torch.manual_seed(seed)
     tokenizer = vicuna_tokenizer(padding_side)
     qformer_tokenizer = wordpiece_tokenizer(qformer_padding_side)
-    processor = InstructBlipProcessor(image_processor(), tokenizer, qformer_tokenizer,
-                                      num_query_tokens=NUM_QUERY_TOKENS)
-    model = InstructBlipForConditionalGeneration(instructblip_config(processor.tokenizer, qformer_tokenizer))
+    preprocessor, queries = (None, NUM_QUERY_TOKENS)
+    if published:
+        preprocessor, queries = published_queries("blip2")[0], published_queries("instructblip")[1]
+    processor = InstructBlipProcessor(image_processor(preprocessor), tokenizer, qformer_tokenizer,
+                                      num_query_tokens=queries)
+    size = IMAGE_SIZE if preprocessor is None else preprocessor["size"]["height"]
+    model = InstructBlipForConditionalGeneration(instructblip_config(processor.tokenizer, qformer_tokenizer, size,
+                                                                     queries))
     sharpen(model)
     return _save(model, processor, out_dir)
 
