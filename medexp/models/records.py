@@ -18,8 +18,13 @@ from medexp.models.keys import model_cache_key
 # What a detector reads from its models (its schema's ``model_needs``): only "scores" (one
 # teacher-forced score per example) can come from a record of scores.
 RECORD_READABLE = "scores"
-# Controls that order examples by a model output a record lacks (answer token counts, Min-K%++ z).
-CONTROLS_NEEDING_TOKENS = ("order_answer_len", "order_mink")
+# Controls a record cannot serve, and why: they order examples by per-token output it lacks, or
+# change what the model is shown (a record's scores were made with the images as released).
+CONTROLS_NEEDING_THE_MODEL = {
+    "order_answer_len": "orders examples by the model's answer token counts",
+    "order_mink": "orders examples by the model's per-token Min-K%++ scores",
+    "blind_image": "scores the examples without their images, which needs the model itself",
+}
 
 
 def is_record(model_cfg) -> bool:
@@ -48,9 +53,10 @@ def record_refusal(model_cfg, detector_cfg, control_cfg=None) -> str | None:
     if score in ("sum_logprob", "mean_logprob") and score != kind:
         return (f"{where} holding {kind} only (a record without token counts cannot give the other); "
                 f"set detector.score={kind}")
-    if control_cfg is not None and control_cfg.get("kind") in CONTROLS_NEEDING_TOKENS:
-        return (f"{where}; control={control_cfg.name} orders examples by the model's per-token output, which a "
-                "record does not hold (order_hash needs none)")
+    kind = control_cfg.get("kind") if control_cfg is not None else None
+    if kind in CONTROLS_NEEDING_THE_MODEL:
+        return (f"{where}; control={control_cfg.name} {CONTROLS_NEEDING_THE_MODEL[kind]}, which a record cannot "
+                "give (order_hash and none need nothing more)")
     return None
 
 

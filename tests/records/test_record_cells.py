@@ -43,9 +43,11 @@ def test_a_detector_needing_more_than_scores_refuses_a_record_before_any_work(tm
 def test_a_record_of_means_refuses_a_sum_and_an_order_by_token_counts(tmp_path, slake_root, audit_file):
     with pytest.raises(ValueError, match="holding mean_logprob only .*set detector.score=mean_logprob"):
         check_records(_cell(tmp_path, slake_root, audit_file, "detector=exch_rank"))  # score: sum_logprob
-    with pytest.raises(ValueError, match="control=order_answer_len orders examples by the model's per-token output"):
-        check_records(_cell(tmp_path, slake_root, audit_file, "detector=exch_rank", "detector.score=mean_logprob",
-                            "control=order_answer_len"))
+    for control, why in (("order_answer_len", "orders examples by the model's answer token counts"),
+                         ("blind_image", "scores the examples without their images")):
+        with pytest.raises(ValueError, match=f"control={control} {why}, .*which a record cannot give"):
+            check_records(_cell(tmp_path, slake_root, audit_file, "detector=exch_rank", "detector.score=mean_logprob",
+                                f"control={control}"))
     check_records(_cell(tmp_path, slake_root, audit_file, "detector=exch_rank", "detector.score=mean_logprob",
                         "control=order_hash"))
 
