@@ -110,11 +110,12 @@ def _format(scores_cfg, path: Path) -> ScoresFormat:
     fmt = ScoresFormat(scores_cfg.format)
     if fmt is not ScoresFormat.auto:
         return fmt
-    if path.suffix.lower() == ".jsonl" and path.name.startswith("samples_"):
+    # lmms-eval names them samples_<task>.jsonl (newer versions <date>_samples_<task>.jsonl)
+    if path.suffix.lower() == ".jsonl" and "samples_" in path.name:
         return ScoresFormat.lmms_eval
     if path.suffix.lower() == ".json":
         with path.open("rb") as handle:
-            head = handle.read(64).lstrip()
+            head = handle.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")  # a byte-order mark, then whitespace
         if head.startswith(b"{"):
             return ScoresFormat.audit_json
     return ScoresFormat.table
@@ -156,7 +157,10 @@ def _table_rows(path: Path, scores_cfg, model_name: str) -> Iterator[_Row]:
                            _scalars(record, {id_field, score_field}))
         return
     if suffix == ".json":
-        records = json.loads(path.read_text(encoding="utf-8-sig"))
+        try:
+            records = json.loads(path.read_text(encoding="utf-8-sig"))
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}: not valid JSON: {error.msg} at line {error.lineno}") from error
         if not isinstance(records, list):
             raise ValueError(f"{path}: a table in JSON is a list of objects, one per item (format=audit_json reads "
                              "the audit's multi-model object)")
