@@ -263,7 +263,8 @@ def _split_options(args: list[str]) -> tuple[list[str], dict[str, str]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit status."""
-    from medexp.config.command_line import read_command_line
+    from medexp.config.command_line import compose_checked, read_command_line
+    from medexp.config.ranges import ConfigRangeError
 
     parsed = read_command_line("medexp.inspect", USAGE, argv, _split_options, {"bench": "the benchmark"})
     if isinstance(parsed, int):
@@ -272,9 +273,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     status = 0
     try:
         from medexp.benchmarks import TooManySkipped, load_benchmark_from_config
-        from medexp.config import compose
 
-        cfg = compose(overrides)
+        cfg = compose_checked(overrides)
         try:
             benchmark, refused = load_benchmark_from_config(cfg.bench, cfg.paths.cache_dir), None
         except TooManySkipped as error:  # still described, so the copy's problems can be seen
@@ -288,6 +288,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             summary["external_join"] = external_join(benchmark, cfg.bench, options["--join"],
                                                      options.get("--join-column", "example_id"),
                                                      options.get("--join-out"))
+    except ConfigRangeError as error:  # a value out of range is a usage error
+        print(f"medexp.inspect: error: {error}", file=sys.stderr)
+        return 2
     except Exception as error:  # any failure becomes one readable line and a non-zero status
         print(f"medexp.inspect: error: {type(error).__name__}: {error}", file=sys.stderr)
         return 1

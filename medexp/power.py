@@ -28,6 +28,8 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
+from medexp.config.ranges import ConfigRangeError, Range
+
 USAGE = """usage: python -m medexp.power bench=<name> detector=<name> [effect=<x>] [power=0.8]
                               [accuracy=0.5] [correlation=0.5] [chance=<p>] [tail_rate=0.01] [bench.<field>=<v> ...]
 
@@ -36,10 +38,14 @@ the items (or shards) that effect needs and whether this benchmark has enough.
 Example: python -m medexp.power bench=vqa_rad bench.root=/data/VQA_RAD detector=option_order effect=0.05"""
 ASSUMPTIONS = {"effect": None, "power": 0.8, "accuracy": 0.5, "correlation": 0.5, "chance": None, "tail_rate": None}
 SIMULATION_ASSUMPTIONS = ("tail_rate",)  # options a simulated kind's model may take (an unknown one is refused)
+_RATE = Range(0.0, 1.0, low_open=True, high_open=True)
+# The options' ranges, checked on the command line; effect= also against its detector's scale (effect_scale).
+OPTION_RANGES = {"effect": Range(0.0, low_open=True), "power": _RATE, "accuracy": _RATE,
+                 "correlation": Range(-1.0, 1.0), "chance": _RATE, "tail_rate": _RATE}
 
 
 def split_arguments(args: list[str]) -> tuple[list[str], dict[str, float | None]]:
-    """Hydra overrides and the power options (``name=<number>``)."""
+    """Hydra overrides and the power options (``name=<number>``), each in its range."""
     overrides, options = [], dict(ASSUMPTIONS)
     for arg in args:
         name, _, value = arg.partition("=")
@@ -48,9 +54,37 @@ def split_arguments(args: list[str]) -> tuple[list[str], dict[str, float | None]
                 options[name] = float(value)
             except ValueError:
                 raise ValueError(f"{name} needs a number: {name}=<x>, got {arg!r}") from None
+            _check_option(name, options[name], OPTION_RANGES[name])
         else:
             overrides.append(arg)
     return overrides, options
+
+
+def _check_option(name: str, value: float, scale: Range, of_what: str = "") -> None:
+    if not scale.holds(value):
+        raise ConfigRangeError(f"{name}={value:g} is out of range{of_what}: allowed {scale.describe()}")
+
+
+def effect_scale(cfg, kind: str) -> tuple[Range, str]:
+    """The range a target effect of the detector lies in, and its unit: a share or a correlation
+    cannot pass 1, an AUC's lift above 0.5 cannot pass 0.5, a top-K overlap cannot pass top_k;
+    an effect in SDs (Cohen's d, a loss gap) has no upper end."""
+    from medexp.detectors.power_simulation import SIMULATED_TESTS, simulated_kind, simulated_test
+    from medexp.stats.power_table import ABOVE_CHANCE, AUC, PAIRED_ACCURACY, SPEARMAN, power_formula
+
+    if kind in SIMULATED_TESTS:
+        test = simulated_test(simulated_kind(kind, cfg.detector))
+        if test.count_of:  # a share of the examples or images
+            return Range(0.0, 1.0, low_open=True), test.effect_unit
+        if test.count_of == "":  # a count, at most top_k
+            return Range(0.0, float(cfg.detector.top_k), low_open=True), test.effect_unit
+        return OPTION_RANGES["effect"], test.effect_unit
+    formula = power_formula(kind)
+    highest = {PAIRED_ACCURACY: (1.0, False), ABOVE_CHANCE: (1.0, True), AUC: (0.5, True), SPEARMAN: (1.0, True)}
+    if formula.family not in highest:
+        return OPTION_RANGES["effect"], formula.effect_unit
+    high, high_open = highest[formula.family]
+    return Range(0.0, high, low_open=True, high_open=high_open), formula.effect_unit
 
 
 def answer(cfg, options: dict[str, float | None]) -> list[str]:
@@ -63,6 +97,9 @@ def answer(cfg, options: dict[str, float | None]) -> list[str]:
     )
 
     kind = detector_kind(cfg.detector)
+    if options["effect"] is not None:
+        scale, unit = effect_scale(cfg, kind)
+        _check_option("effect", options["effect"], scale, f" for detector={cfg.detector.name} ({unit})")
     if kind in SIMULATED_TESTS:
         return simulated_answer(cfg, options, kind)
     formula = power_formula(kind)  # NoPowerFormula before any benchmark is loaded

@@ -39,18 +39,33 @@ def read_command_line(prog: str, usage: str, argv: Sequence[str] | None, split: 
 def answer_command_line(prog: str, usage: str, argv: Sequence[str] | None, split: SplitOptions,
                         required: dict[str, str], answer: Callable[[Any, dict[str, Any]], list[str]]) -> int:
     """Run a command that answers with lines: read its command line (:func:`read_command_line`),
-    compose the config, print ``answer(cfg, options)``; returns the exit status. Any failure
-    becomes one readable line on stderr and status 1."""
+    compose the config and check its values, print ``answer(cfg, options)``; returns the exit
+    status. A value out of range (:class:`~medexp.config.ranges.ConfigRangeError`, from the config
+    or from ``answer``) is status 2; any other failure becomes one readable line on stderr and status 1."""
     parsed = read_command_line(prog, usage, argv, split, required)
     if isinstance(parsed, int):
         return parsed
     overrides, options = parsed
-    try:
-        from medexp.config import compose
+    from medexp.config.ranges import ConfigRangeError
 
-        lines = answer(compose(overrides), options)
+    try:
+        lines = answer(compose_checked(overrides), options)
+    except ConfigRangeError as error:  # a usage error, as on the other commands
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return 2
     except Exception as error:  # a failure of the command is a line and a status, never a traceback
         print(f"{prog}: error: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
     print("\n".join(lines))
     return 0
+
+
+def compose_checked(overrides: list[str]):
+    """The composed config with every value in its range (:class:`~medexp.config.ranges.ConfigRangeError`
+    otherwise), before any work: a benchmark loaded, another process's build waited on."""
+    from medexp.config import compose
+    from medexp.config.ranges import validate
+
+    cfg = compose(overrides)
+    validate(cfg)
+    return cfg

@@ -48,7 +48,8 @@ class SplitConfig:
 
     @staticmethod
     def check_values(node, path: str) -> str | None:
-        if int(node.task) >= int(node.tasks):
+        # A count below 1 is tasks' own range error (checked after this rule), not task's.
+        if int(node.tasks) >= 1 and int(node.task) >= int(node.tasks):
             return f"{path}.task={node.task} is out of range: a task of {node.tasks} is numbered 0..{int(node.tasks) - 1}"
         return None
 
