@@ -49,13 +49,15 @@ class CellContext:
         """The per-example score table of ``examples`` (the cell's by default) under ``model_cfg``
         (the cell's model by default): scored through the cache, or read from the file of a model
         on record, whose counts of rows read and skipped join the cell's metrics."""
-        from medexp.models.records import model_example_scores
+        from medexp.models.records import is_record, model_example_scores
 
         examples = self.examples if examples is None else examples
         own = model_cfg is None
         model_cfg = self.cfg.model if own else model_cfg
         scorer = self.scorer if own else None
-        table, record = model_example_scores(model_cfg, examples, self.cache_dir, self.cfg.bench, scorer)
+        # the cell's own model: its cached key (a record has none: its file is read)
+        key = self.model_key if own and not is_record(model_cfg) else None
+        table, record = model_example_scores(model_cfg, examples, self.cache_dir, self.cfg.bench, scorer, key)
         if record is not None:
             self.records[str(model_cfg.name)] = record
         return table

@@ -60,11 +60,11 @@ def record_refusal(model_cfg, detector_cfg, control_cfg=None) -> str | None:
     return None
 
 
-def model_example_scores(model_cfg, examples, cache_dir: str | Path, bench_cfg, scorer=None):
+def model_example_scores(model_cfg, examples, cache_dir: str | Path, bench_cfg, scorer=None, model_key=None):
     """The per-example score table of ``examples`` (in their order) under a model: read from its
     file for a record (``(table, RecordScores)``), else scored through the score cache by
     ``scorer`` (a callable returning the loaded scorer; built here from the config when None)
-    with ``None`` in place of the record."""
+    under ``model_key`` (computed here when None) with ``None`` in place of the record."""
     from medexp.scoring import example_scores
 
     if is_record(model_cfg):
@@ -73,4 +73,5 @@ def model_example_scores(model_cfg, examples, cache_dir: str | Path, bench_cfg, 
         record = record_scores(model_cfg.scores, str(model_cfg.name), examples, bench_cfg)
         return record.table, record
     scorer = scorer or functools.cache(functools.partial(load_scorer, model_cfg, cache_dir))
-    return example_scores(scorer, model_cache_key(model_cfg, cache_dir), examples, cache_dir), None
+    key = model_key if model_key is not None else model_cache_key(model_cfg, cache_dir)
+    return example_scores(scorer, key, examples, cache_dir), None

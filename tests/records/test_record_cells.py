@@ -104,3 +104,37 @@ def test_a_refused_cell_fails_with_the_reason_and_no_work(tmp_path, slake_root, 
     outcome = run_cell(_cell(tmp_path, slake_root, audit_file, "detector=exch"))
     assert outcome.status == "FAILED" and "needs the model itself" in outcome.error
     assert not (tmp_path / "cache" / "scores").exists()  # nothing was scored
+
+
+class _FakeScorer:
+    """Scores an example by its qid, and counts what it scored (a model that runs)."""
+
+    def __init__(self):
+        self.scored = 0
+
+    def score_examples(self, examples):
+        import pandas as pd
+
+        self.scored += len(examples)
+        return pd.DataFrame([{"example_id": ex.example_id, "position": ex.position, "n_answer_tokens": 2,
+                              "sum_logprob": -float(ex.example_id.rsplit("::", 1)[1]) / 100,
+                              "mean_logprob": -float(ex.example_id.rsplit("::", 1)[1]) / 200} for ex in examples])
+
+
+def test_a_cell_reads_a_running_model_through_the_cache_and_a_record_from_its_file(tmp_path, slake_root, audit_file):
+    from medexp.evaluators.context import CellContext
+
+    cfg = _cell(tmp_path, slake_root, audit_file, "detector=overlap_gap", model="qwen2_5_vl")
+    bench = load_benchmark_from_config(cfg.bench, tmp_path / "cache", ("question", "answer"), pixels=False)
+    ctx = CellContext(cfg, 0, bench, list(bench.examples), tmp_path / "cache")
+    scorer = _FakeScorer()
+    ctx.__dict__["_scorer"], ctx.__dict__["model_key"] = scorer, {"model": "fake"}  # no weights are loaded
+    first = ctx.example_scores()
+    assert scorer.scored == 12 and list(first["sum_logprob"])[:2] == [-1.0, -1.01]
+    assert ctx.example_scores().equals(first) and scorer.scored == 12  # the second time from the score cache
+    record = compose(["model=scores", "model.name=model_b", f"model.scores.path={audit_file}",
+                      "model.scores.model=Model-B"]).model
+    table = ctx.example_scores(model_cfg=record)
+    assert scorer.scored == 12 and len(table) == 12
+    assert ctx.scoring_metrics() == {"scores_n_rows.model_b": 12.0, "scores_n_matched.model_b": 12.0,
+                                     "scores_n_missing.model_b": 0.0}
