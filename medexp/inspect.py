@@ -22,6 +22,13 @@ local copy before auditing it:
   how many rows matched, the unmatched ids and the first joined rows (``--join-column=<name>``
   names the id column, default ``example_id``; ``--join-out=<file.csv>`` writes every joined row).
 
+``python -m medexp.inspect model=<name> --prompt [--image=<file>] [--question=...] [--answer=...]``
+prints instead what the model's processor makes of one example, without loading its weights
+(:mod:`medexp.models.preview`): the adapter's prompt, the tokens the model would receive, how many
+stand for the image, the gold answer's tokens. The example is a 512 x 512 gray image with a SLAKE
+question unless ``--image``/``--question``/``--answer`` say otherwise, or, with ``bench=<name>``,
+the benchmark's first example.
+
 Log lines and errors go to stderr; the exit status is non-zero on any error, including a split
 with more skipped rows than ``bench.max_skipped_share`` allows (its summary is still printed,
 the reason among its findings).
@@ -41,13 +48,22 @@ MAX_LISTED_ITEMS = 20  # missing images, duplicate groups ...: the first ones, i
 MAX_JOINED_ROWS = 50  # joined rows of an external table shown in the summary (--join-out writes all)
 USAGE = """usage: python -m medexp.inspect bench=<name> [bench.root=/path/to/copy] [bench.<field>=<value> ...]
                                 [--join=<table> [--join-column=<id column>] [--join-out=<file.csv>]]
+       python -m medexp.inspect model=<name> [model.<field>=<value> ...] [bench=<name>] --prompt
+                                [--image=<file>] [--question=<text>] [--answer=<text>]
 
 Load a benchmark as `python -m medexp` would and print its counts, strata, image checks and
 ROI annotations as JSON; with --join, match an external per-item table (a JSON list of objects,
 JSON lines, CSV, TSV or parquet) to its items through bench.external_ids.
+With --prompt, print the prompt and token counts the model's processor gives one example (no
+weights are loaded): a 512 x 512 image and a SLAKE question, the benchmark's first example with
+bench=<name>, or --image/--question/--answer.
 Example: python -m medexp.inspect bench=vqa_rad bench.root=/data/VQA_RAD
-         python -m medexp.inspect bench=pathvqa bench.root=/data/PathVQA --join=CheXagent__pathvqa.json"""
+         python -m medexp.inspect bench=pathvqa bench.root=/data/PathVQA --join=CheXagent__pathvqa.json
+         python -m medexp.inspect model=qwen2_5_vl --prompt"""
 _OPTIONS = ("--join", "--join-column", "--join-out")
+_PROMPT_OPTIONS = ("--image", "--question", "--answer")
+# The example --prompt shows by default: a SLAKE-En test question on an image of SLAKE's usual size.
+DEFAULT_QUESTION, DEFAULT_ANSWER, DEFAULT_SIDE = "What modality is used to take this image?", "CT", 512
 
 
 def strata(examples) -> dict[str, Any]:
@@ -261,11 +277,84 @@ def _split_options(args: list[str]) -> tuple[list[str], dict[str, str]]:
     return overrides, options
 
 
+def _split_prompt_options(args: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Hydra overrides and the ``--prompt`` command's options (``--name=value``)."""
+    overrides, options = [], {}
+    for arg in args:
+        name, _, value = arg.partition("=")
+        if name == "--prompt":
+            continue
+        if name in _PROMPT_OPTIONS:
+            if not value:
+                raise ValueError(f"{name} needs a value: {name}=<...>")
+            options[name] = value
+        elif name.startswith("--"):
+            raise ValueError(f"{name} is not an option of --prompt (options: {', '.join(_PROMPT_OPTIONS)})")
+        else:
+            overrides.append(arg)
+    return overrides, options
+
+
+def prompt_example(cfg, overrides: list[str], options: dict[str, str], workdir: Path):
+    """The example --prompt shows: the benchmark's first when ``bench=`` was named, else a
+    ``DEFAULT_SIDE`` square gray image (written under ``workdir``), with ``--image``,
+    ``--question`` and ``--answer`` replacing its parts."""
+    from dataclasses import replace
+
+    from PIL import Image
+
+    from medexp.benchmarks.base import Example
+
+    if any(arg.startswith("bench=") for arg in overrides):
+        from medexp.benchmarks import load_benchmark_from_config
+
+        example = load_benchmark_from_config(cfg.bench, cfg.paths.cache_dir).examples[0]
+    else:
+        image = workdir / "gray.png"
+        Image.new("RGB", (DEFAULT_SIDE, DEFAULT_SIDE), (128, 128, 128)).save(image)
+        example = Example("inspect::prompt::0", 0, image, DEFAULT_QUESTION, DEFAULT_ANSWER)
+    changes = {"image": Path(options["--image"]) if "--image" in options else None,
+               "question": options.get("--question"), "answer": options.get("--answer")}
+    return replace(example, **{key: value for key, value in changes.items() if value is not None})
+
+
+def prompt_main(args: list[str]) -> int:
+    """``--prompt``: the model's prompt and token counts for one example, as JSON on stdout."""
+    import tempfile
+
+    from medexp.config.command_line import compose_checked, read_command_line
+    from medexp.config.ranges import ConfigRangeError
+
+    parsed = read_command_line("medexp.inspect", USAGE, args, _split_prompt_options, {"model": "the model"})
+    if isinstance(parsed, int):
+        return parsed
+    overrides, options = parsed
+    try:
+        from medexp.models import model_location
+        from medexp.models.preview import prompt_preview
+
+        cfg = compose_checked(overrides)
+        with tempfile.TemporaryDirectory() as workdir:
+            example = prompt_example(cfg, overrides, options, Path(workdir))
+            summary = prompt_preview(cfg.model, model_location(cfg.model, cfg.paths.cache_dir), example)
+    except ConfigRangeError as error:  # a value out of range is a usage error
+        print(f"medexp.inspect: error: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:  # any failure becomes one readable line and a non-zero status
+        print(f"medexp.inspect: error: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit status."""
     from medexp.config.command_line import compose_checked, read_command_line
     from medexp.config.ranges import ConfigRangeError
 
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--prompt" in args:
+        return prompt_main(args)
     parsed = read_command_line("medexp.inspect", USAGE, argv, _split_options, {"bench": "the benchmark"})
     if isinstance(parsed, int):
         return parsed

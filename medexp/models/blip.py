@@ -28,19 +28,30 @@ class QFormerScorer(HFScorer):
         "prepend the queries inside forward, outside the input ids a prefix is cut from"
     )
 
-    def __init__(self, model_cfg, location: str):
-        super().__init__(model_cfg, location)
-        # The prompt template is the whole prompt; a chat template, if a processor carries one,
-        # is not how these models were trained to answer.
-        self.use_chat = False
+    # The prompt template is the whole prompt; a chat template, if a processor carries one, is not
+    # how these models were trained to answer.
+    CHAT_TEMPLATE = False
+
+    def __init__(self, model_cfg, location: str, weights: bool = True):
+        super().__init__(model_cfg, location, weights)
         self._complete_query_placeholders()
+
+    def model_config(self):
+        """The checkpoint's config: the loaded model's, or read from its files without weights."""
+        if self.model is not None:
+            return self.model.config
+        from transformers import AutoConfig
+
+        return AutoConfig.from_pretrained(self.location, revision=self.cfg.revision,
+                                          trust_remote_code=bool(self.cfg.trust_remote_code))
 
     def _complete_query_placeholders(self) -> None:
         """transformers' BLIP classes need one placeholder per query token in ``input_ids``; a
         processor saved without ``num_query_tokens`` would write none, so take it from the model."""
-        native = type(self.model).__module__.startswith("transformers.")
+        config = self.model_config()
+        native = type(config).__module__.startswith("transformers.")
         if native and hasattr(self.processor, "num_query_tokens") and self.processor.num_query_tokens is None:
-            self.processor.num_query_tokens = self.model.config.num_query_tokens
+            self.processor.num_query_tokens = config.num_query_tokens
             log.info("model=%s: processor has no num_query_tokens; using the model's %d",
                      self.cfg.name, self.processor.num_query_tokens)
 
@@ -56,7 +67,7 @@ class QFormerScorer(HFScorer):
         if images is not None:
             kwargs["images"] = images
         encoded = self.processor(**kwargs)
-        if "pixel_values" in encoded:
+        if "pixel_values" in encoded and self.model is not None:
             # Remote-code vision towers do not all cast their input to their own dtype (bf16 on GPU).
             encoded["pixel_values"] = encoded["pixel_values"].to(self.model.dtype)
         return encoded

@@ -76,7 +76,10 @@ class CheckpointScorer:
     # dtypes the family's weights are known to break in, with the reason.
     UNSUPPORTED_DTYPES: Mapping[str, str] = MappingProxyType({})
 
-    def __init__(self, model_cfg, location: str):
+    def __init__(self, model_cfg, location: str, weights: bool = True):
+        """``weights=False`` loads the processor alone (``self.model`` is None): what a prompt, its
+        tokens and its image-token count need, for a checkpoint whose weights are not wanted
+        (``python -m medexp.inspect --prompt``)."""
         import torch
 
         self.cfg = model_cfg
@@ -87,9 +90,15 @@ class CheckpointScorer:
         common = {"revision": model_cfg.revision, "trust_remote_code": bool(model_cfg.trust_remote_code)}
         try:
             self._check_model_type(location, common)
-            self.processor, self.model = self.load(location, dtype, common)
+            if weights:
+                self.processor, self.model = self.load(location, dtype, common)
+            else:
+                self.processor, self.model = self.load_processor(location, common), None
         except OSError as error:
             raise load_error(model_cfg.name, location, error) from error
+        if self.model is None:
+            self.device = "cpu"
+            return
         if self.device_map is None:
             self.device = pick_device(model_cfg.device)
             self.model.to(self.device)
@@ -129,11 +138,17 @@ class CheckpointScorer:
                 "set `family` to the checkpoint's family (or generic)"
             )
 
+    def load_processor(self, location: str, common: dict[str, Any]):
+        """The checkpoint's processor (tokenizer, image processor, chat template), no weights."""
+        import transformers
+
+        return getattr(transformers, self.PROCESSOR_CLASS).from_pretrained(location, **common)
+
     def load(self, location: str, dtype, common: dict[str, Any]):
         """The processor and the model of a checkpoint (families name their classes)."""
         import transformers
 
-        processor = getattr(transformers, self.PROCESSOR_CLASS).from_pretrained(location, **common)
+        processor = self.load_processor(location, common)
         model_class = getattr(transformers, self.MODEL_CLASS)
         model = model_class.from_pretrained(location, dtype=dtype, device_map=self.device_map, **common)
         return processor, model
@@ -145,9 +160,14 @@ class ProcessorPrompts:
     transformers checkpoint (HFScorer, and medexp.models.vllm_scorer, which loads no transformers
     model); needs ``cfg`` and ``processor``."""
 
+    # Whether the family answers in its chat template when the config asks for one (the Q-Former
+    # families were trained on plain prompt templates and never use one).
+    CHAT_TEMPLATE: bool = True
+
     def _init_prompts(self) -> None:
         self.tokenizer = self.processor.tokenizer
-        self.use_chat = bool(self.cfg.use_chat_template and getattr(self.processor, "chat_template", None))
+        self.use_chat = bool(self.CHAT_TEMPLATE and self.cfg.use_chat_template
+                             and getattr(self.processor, "chat_template", None))
 
     def prompt(self, example: Example) -> str:
         text = self.cfg.prompt_template.format(question=example.question)
@@ -210,8 +230,8 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
     # family ignores `shared_prefix` and runs every example whole.
     SHARED_PREFIX_UNSUPPORTED: str | None = None
 
-    def __init__(self, model_cfg, location: str):
-        super().__init__(model_cfg, location)
+    def __init__(self, model_cfg, location: str, weights: bool = True):
+        super().__init__(model_cfg, location, weights)
         self._init_prompts()
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.shared_prefix = bool(model_cfg.shared_prefix) and self.SHARED_PREFIX_UNSUPPORTED is None
@@ -276,6 +296,12 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
         order = {ex.example_id: i for i, ex in enumerate(examples)}
         rows.sort(key=lambda row: order[row["example_id"]])
         return pd.DataFrame(rows)
+
+    def model_input(self, example: Example) -> tuple[PreparedExample, Any]:
+        """The example's prompt and answer ids, and its prompt as the processor encodes it (image
+        tokens expanded): what the model receives before the answer is appended."""
+        item = self._prepare(example)
+        return item, self._encode([item])
 
     def _encode(self, group: list[PreparedExample]):
         from medexp.benchmarks.images import read_image

@@ -1,0 +1,80 @@
+"""What a checkpoint's processor makes of one example, without loading its weights: the prompt the
+family's adapter writes, the tokens the model would receive, how many of them stand for the image
+and which are the gold answer's. ``python -m medexp.inspect model=<name> --prompt`` prints it, so a
+user with hub access can compare a real checkpoint with what the tests pin on tiny ones
+(tests/models/test_published_processing.py).
+"""
+
+from __future__ import annotations
+
+from itertools import groupby
+from typing import Any
+
+from medexp.benchmarks.base import Example
+
+
+def prompt_preview(model_cfg, location: str, example: Example) -> dict[str, Any]:
+    """The adapter's prompt for ``example`` and its token counts under the checkpoint's processor.
+
+    Only the processor and the config are read (a few small files); the family's adapter builds
+    the prompt and the answer ids exactly as when it scores.
+    """
+    from transformers import AutoConfig
+
+    from medexp.models import scorer_class
+
+    family = getattr(model_cfg.family, "value", model_cfg.family)
+    scorer = scorer_class(family)(model_cfg, location, weights=False)
+    item, encoded = scorer.model_input(example)
+    input_ids = encoded["input_ids"][0][encoded["attention_mask"][0].bool()].tolist()
+    config = AutoConfig.from_pretrained(location, revision=model_cfg.revision,
+                                        trust_remote_code=bool(model_cfg.trust_remote_code))
+    image_token_id = _image_token_id(config)
+    in_input = sum(token == image_token_id for token in input_ids) if image_token_id is not None else 0
+    # Remote-code BLIP-2 descendants (CheXagent) add their query embeddings inside forward, in
+    # front of input_ids: the model sees them although the processor wrote no placeholder.
+    prepended = getattr(config, "num_query_tokens", 0) if example.image is not None and not in_input else 0
+    tokenizer = scorer.tokenizer
+    return {
+        "model": model_cfg.name,
+        "family": family,
+        "checkpoint": location,
+        "revision": model_cfg.revision,
+        "processor": type(scorer.processor).__name__,
+        "image_processor": type(getattr(scorer.processor, "image_processor", None)).__name__,
+        "chat_template": scorer.use_chat,
+        "image": None if example.image is None else str(example.image),
+        "question": example.question,
+        "answer": example.answer,
+        "prompt": item.prompt,
+        "prompt_tokens": len(input_ids),
+        "image_tokens": in_input + prepended,
+        "image_tokens_prepended_by_model": prepended,
+        "text_tokens": len(input_ids) - in_input,
+        "answer_token_ids": item.answer_ids,
+        "answer_tokens": tokenizer.convert_ids_to_tokens(item.answer_ids),
+        "n_answer_tokens": len(item.answer_ids),
+        "boundary_merged": item.boundary_merged,
+        "total_tokens": len(input_ids) + prepended + len(item.answer_ids),
+        "prompt_tokens_decoded": _decoded(tokenizer, input_ids, image_token_id),
+    }
+
+
+def _decoded(tokenizer, input_ids: list[int], image_token_id: int | None) -> str:
+    """The prompt's tokens as text, each run of image tokens written once with its length
+    (``<image>×3699``) so that the text around them stays readable."""
+    parts = []
+    for is_image, run in groupby(input_ids, key=lambda token: token == image_token_id):
+        run = list(run)
+        parts.append(f"{tokenizer.convert_ids_to_tokens(run[0])}×{len(run)}" if is_image else tokenizer.decode(run))
+    return "".join(parts)
+
+
+def _image_token_id(config) -> int | None:
+    """The id of the token that stands for one image feature in input_ids, as the config names it
+    (transformers' classes call it image_token_id, older configs image_token_index)."""
+    for name in ("image_token_id", "image_token_index"):
+        value = getattr(config, name, None)
+        if value is not None:
+            return int(value)
+    return None
