@@ -48,7 +48,7 @@ class RetryingClient:
     def __init__(self, open_client: Callable[[], Any], retries: int, backoff_s: float, where: str) -> None:
         self._retries, self._backoff_s, self._where = int(retries), float(backoff_s), where
         self._down = False
-        self._client = self.call(open_client)  # opening a sqlite store creates or migrates it: a write
+        self._client = self._with_retries(open_client)  # opening a sqlite store creates or migrates it: a write
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._client, name)
@@ -57,11 +57,11 @@ class RetryingClient:
 
         @functools.wraps(attribute)
         def call(*args: Any, **kwargs: Any) -> Any:
-            return self.call(attribute, *args, **kwargs)
+            return self._with_retries(attribute, *args, **kwargs)
 
         return call
 
-    def call(self, function: Any, *args: Any, **kwargs: Any) -> Any:
+    def _with_retries(self, function: Any, *args: Any, **kwargs: Any) -> Any:
         attempt, retries = 0, 0 if self._down else self._retries
         while True:
             try:
