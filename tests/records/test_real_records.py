@@ -72,3 +72,14 @@ def test_exch_rank_on_a_record_is_spearman_of_earliness_and_the_mean_log_prob(tm
     rho = sps.spearmanr(-np.arange(len(raw)), raw["Qwen2.5-VL-7B"]).statistic
     assert metrics["statistic"] == pytest.approx(rho, abs=1e-9)
     assert metrics["n_examples"] == 1061.0 and metrics["p_value"] < 0.05
+
+
+def test_the_loss_attack_runs_on_a_cohort_of_records(tmp_path):
+    raw = _raw()
+    metrics = _cell(tmp_path, "model=qwen2_5_vl_record", "detector=loss",
+                    "detector.cohort=[chexagent_record,internvl3_record,llava_onevision_record]",
+                    "detector.n_permutations=500")
+    assert metrics["n_models"] == 4.0 and metrics["scores_n_matched.internvl3_record"] == 1061.0
+    assert metrics["target_mean_nll"] == pytest.approx(-raw["Qwen2.5-VL-7B"].mean(), abs=1e-9)
+    cohort = raw[["CheXagent-8b", "InternVL3-8B", "LLaVA-OneVision-7B"]]
+    assert metrics["cohort_median_mean_nll"] == pytest.approx(float((-cohort).median(axis=1).mean()), abs=1e-9)
