@@ -41,7 +41,7 @@ import statistics
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 MAX_LISTED_VALUES = 30
 MAX_LISTED_ITEMS = 20  # missing images, duplicate groups ...: the first ones, in example order
@@ -323,20 +323,31 @@ def prompt_main(args: list[str]) -> int:
     import tempfile
 
     from medexp.config.command_line import compose_checked, read_command_line
-    from medexp.config.ranges import ConfigRangeError
 
     parsed = read_command_line("medexp.inspect", USAGE, args, _split_prompt_options, {"model": "the model"})
     if isinstance(parsed, int):
         return parsed
     overrides, options = parsed
-    try:
+
+    def preview() -> tuple[dict[str, Any], int]:
         from medexp.models import model_location
         from medexp.models.preview import prompt_preview
 
         cfg = compose_checked(overrides)
         with tempfile.TemporaryDirectory() as workdir:
             example = prompt_example(cfg, overrides, options, Path(workdir))
-            summary = prompt_preview(cfg.model, model_location(cfg.model, cfg.paths.cache_dir), example)
+            return prompt_preview(cfg.model, model_location(cfg.model, cfg.paths.cache_dir), example), 0
+
+    return _print_summary(preview)
+
+
+def _print_summary(work: Callable[[], tuple[dict[str, Any], int]]) -> int:
+    """Run ``work`` (the summary and the exit status) and print the summary as JSON; a value out
+    of range is a usage error (status 2), any other failure one readable line and status 1."""
+    from medexp.config.ranges import ConfigRangeError
+
+    try:
+        summary, status = work()
     except ConfigRangeError as error:  # a value out of range is a usage error
         print(f"medexp.inspect: error: {error}", file=sys.stderr)
         return 2
@@ -344,13 +355,12 @@ def prompt_main(args: list[str]) -> int:
         print(f"medexp.inspect: error: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
     print(json.dumps(summary, indent=2))
-    return 0
+    return status
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit status."""
     from medexp.config.command_line import compose_checked, read_command_line
-    from medexp.config.ranges import ConfigRangeError
 
     args = list(sys.argv[1:] if argv is None else argv)
     if "--prompt" in args:
@@ -359,10 +369,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(parsed, int):
         return parsed
     overrides, options = parsed
-    status = 0
-    try:
+
+    def describe() -> tuple[dict[str, Any], int]:
         from medexp.benchmarks import TooManySkipped, load_benchmark_from_config
 
+        status = 0
         cfg = compose_checked(overrides)
         try:
             benchmark, refused = load_benchmark_from_config(cfg.bench, cfg.paths.cache_dir), None
@@ -377,14 +388,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             summary["external_join"] = external_join(benchmark, cfg.bench, options["--join"],
                                                      options.get("--join-column", "example_id"),
                                                      options.get("--join-out"))
-    except ConfigRangeError as error:  # a value out of range is a usage error
-        print(f"medexp.inspect: error: {error}", file=sys.stderr)
-        return 2
-    except Exception as error:  # any failure becomes one readable line and a non-zero status
-        print(f"medexp.inspect: error: {type(error).__name__}: {error}", file=sys.stderr)
-        return 1
-    print(json.dumps(summary, indent=2))
-    return status
+        return summary, status
+
+    return _print_summary(describe)
 
 
 if __name__ == "__main__":

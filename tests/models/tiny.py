@@ -69,6 +69,16 @@ def with_published_specials(special_tokens: list[str], settings: dict) -> list[s
     return special_tokens + named
 
 
+def published_processing(family: str, special_tokens: list[str], image_keys: tuple[str, ...]):
+    """(published settings, special tokens with the published ones added, chat template, the
+    image processor's keyword arguments named ``image_keys`` from the published
+    preprocessor_config) of a chat-template family."""
+    settings = published_settings(family)
+    image_config = settings["preprocessor_config"]
+    return (settings, with_published_specials(special_tokens, settings), settings["chat_template"],
+            {key: image_config[key] for key in image_keys})
+
+
 def write_examples(root: Path) -> tuple[list[Example], list[Example]]:
     """The image examples (scans written as PNG files under ``root``) and the text-only ones."""
     root.mkdir(parents=True, exist_ok=True)
@@ -240,12 +250,12 @@ def build_llava_onevision(out_dir: Path, published: bool = False):
     pinpoints = [[16, 16], [16, 32], [32, 16], [32, 32]]  # anyres grid of up to 2 x 2 tiles
     aspect_ratio = "anyres_max_9"
     if published:
-        settings = published_settings("llava_onevision")
-        specials, chat_template = with_published_specials(specials, settings), settings["chat_template"]
-        image_config, processor_config = settings["preprocessor_config"], settings["processor_config"]
+        settings, specials, chat_template, image_kwargs = published_processing(
+            "llava_onevision", specials, ("image_mean", "image_std", "resample", "do_pad"))
+        processor_config = settings["processor_config"]
         side, patch = settings["vision_config"]["image_size"], settings["vision_config"]["patch_size"]
-        pinpoints, aspect_ratio = image_config["image_grid_pinpoints"], processor_config["vision_aspect_ratio"]
-        image_kwargs = {key: image_config[key] for key in ("image_mean", "image_std", "resample", "do_pad")}
+        pinpoints = settings["preprocessor_config"]["image_grid_pinpoints"]
+        aspect_ratio = processor_config["vision_aspect_ratio"]
         assert processor_config["num_image_tokens"] == (side // patch) ** 2  # the tower must give what the processor counts
     tokenizer = train_tokenizer(specials, pad_token="<|endoftext|>", eos_token="<|im_end|>",
                                 extra_special_tokens={"image_token": "<image>", "video_token": "<video>"})
@@ -304,11 +314,10 @@ def build_internvl(out_dir: Path, published: bool = False):
     chat_template, image_kwargs = INTERNVL_CHAT_TEMPLATE, {"crop_to_patches": True, "min_patches": 1, "max_patches": 4}
     side, patch, seq_length = 16, 4, 4  # a 16 px tile is 4 x 4 patches, pixel-shuffled by 0.5 into 4 tokens
     if published:
-        settings = published_settings("internvl")
-        specials, chat_template = with_published_specials(specials, settings), settings["chat_template"]
-        image_config = settings["preprocessor_config"]
-        side, seq_length = image_config["size"]["height"], settings["processor_config"]["image_seq_length"]
-        image_kwargs = {key: image_config[key] for key in ("image_mean", "image_std", "min_patches", "max_patches")}
+        settings, specials, chat_template, image_kwargs = published_processing(
+            "internvl", specials, ("image_mean", "image_std", "min_patches", "max_patches"))
+        side = settings["preprocessor_config"]["size"]["height"]
+        seq_length = settings["processor_config"]["image_seq_length"]
         # The processor writes image_seq_length tokens per tile; the tower gives (side / patch)^2 / 4
         # after the 0.5 pixel shuffle, so the patch size follows: 14 px for 448 px tiles and 256 tokens.
         patch = int(side / (4 * seq_length) ** 0.5)
@@ -355,11 +364,10 @@ def build_gemma3(out_dir: Path, published: bool = False):
     chat_template, image_kwargs = GEMMA_CHAT_TEMPLATE, {}
     side, patch, tokens_per_image = 16, 4, 4  # 4 x 4 patches average-pooled to 2 x 2 soft tokens
     if published:
-        settings = published_settings("gemma3")
-        specials, chat_template = with_published_specials(specials, settings), settings["chat_template"]
-        image_config = settings["preprocessor_config"]
-        side, tokens_per_image = image_config["size"]["height"], settings["processor_config"]["image_seq_length"]
-        image_kwargs = {key: image_config[key] for key in ("image_mean", "image_std", "resample", "do_pan_and_scan")}
+        settings, specials, chat_template, image_kwargs = published_processing(
+            "gemma3", specials, ("image_mean", "image_std", "resample", "do_pan_and_scan"))
+        side = settings["preprocessor_config"]["size"]["height"]
+        tokens_per_image = settings["processor_config"]["image_seq_length"]
         # The real tower's 64 x 64 patches of 14 px are pooled 4 x 4 into 16 x 16 soft tokens; 56 px
         # patches give the same 16 x 16 without pooling, 16 times fewer patches for a CPU test.
         patch = side // int(tokens_per_image**0.5)
