@@ -38,7 +38,7 @@ BUILDER_VERSION = "demo-llava-v4"  # v2: one training thread, end-of-turn eos, c
 IMAGE_TOKEN = "<image>"
 SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", IMAGE_TOKEN, "<|user|>", "<|assistant|>", "<|end|>"]
 PATCH_SIZE = 8
-_MANIFEST = "medexp_demo.json"
+MANIFEST = "medexp_demo.json"  # the build record, written last: its presence marks a complete model directory
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|{{ message['role'] }}|>\n"
     "{% for part in message['content'] %}{% if part['type'] == 'image' %}<image>\n"
@@ -69,7 +69,7 @@ def demo_model_dir(demo_cfg, cache_dir: str | Path, use_shipped: bool = True) ->
     settings = OmegaConf.to_container(demo_cfg) if OmegaConf.is_config(demo_cfg) else dict(demo_cfg)
     target = Path(cache_dir) / "demo" / f"model-{stable_hash([BUILDER_VERSION, settings])}"
     listing = shipped_entry(target.name) if use_shipped else None
-    if (target / _MANIFEST).is_file():
+    if (target / MANIFEST).is_file():
         if listing is None or matches_shipped(target, listing):
             return target
         log.warning("%s holds demo weights trained on this machine, not the shipped ones: replacing them", target)
@@ -77,7 +77,7 @@ def demo_model_dir(demo_cfg, cache_dir: str | Path, use_shipped: bool = True) ->
     bench_root = demo_benchmark_root(OmegaConf.create(settings["bench"]), cache_dir)  # the data, generated here once
     if listing is not None:
         return build_directory_once(
-            target, _MANIFEST, lambda staging: install_shipped(target.name, listing, bench_root, staging, _MANIFEST))
+            target, MANIFEST, lambda staging: install_shipped(target.name, listing, bench_root, staging, MANIFEST))
     base = None
     if settings["leak_epochs"] > 0:  # its clean base first, outside this model's lock
         base = str(demo_model_dir({**settings, "leak_epochs": 0}, cache_dir, use_shipped))
@@ -93,7 +93,7 @@ def demo_model_dir(demo_cfg, cache_dir: str | Path, use_shipped: bool = True) ->
         log.info("demo model ready in %.0f s: %s", report["seconds"], target)
         return {"settings": settings, **report}
 
-    return build_directory_once(target, _MANIFEST, build)
+    return build_directory_once(target, MANIFEST, build)
 
 
 def _discard(target: Path) -> None:
@@ -128,7 +128,7 @@ def demo_reference_dir(demo_cfg, index: int, splits, cache_dir: str | Path) -> P
                          "this demo model has leak_epochs=0 (audit a leaky one, e.g. model=demo_leaky)")
     reference = {"index": int(index), "splits": [str(split) for split in splits]}
     target = Path(cache_dir) / "demo" / f"reference-{stable_hash([BUILDER_VERSION, settings, reference])}"
-    if (target / _MANIFEST).is_file():
+    if (target / MANIFEST).is_file():
         return target
     base = str(demo_model_dir({**settings, "leak_epochs": 0}, cache_dir))
 
@@ -140,7 +140,7 @@ def demo_reference_dir(demo_cfg, index: int, splits, cache_dir: str | Path) -> P
         log.info("demo reference model ready in %.0f s: %s", report["seconds"], target)
         return {"settings": settings, "reference": reference, **report}
 
-    return build_directory_once(target, _MANIFEST, build)
+    return build_directory_once(target, MANIFEST, build)
 
 
 def build_demo_model(settings: dict, cache_dir: str, out_dir: str, base_dir: str | None,
@@ -174,7 +174,7 @@ def _reference_half(demo_cfg, cache_dir, reference: dict) -> list:
 
 def read_build_report(model_dir: str | Path) -> dict:
     """The settings and build report a demo model directory was written with."""
-    return json.loads((Path(model_dir) / _MANIFEST).read_text(encoding="utf-8"))
+    return json.loads((Path(model_dir) / MANIFEST).read_text(encoding="utf-8"))
 
 
 @dataclass

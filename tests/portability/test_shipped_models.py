@@ -15,7 +15,7 @@ import pytest
 
 from medexp.config import compose
 from medexp.demo import models as demo_models
-from medexp.demo import shipped
+from medexp.demo import rebuild, shipped
 from medexp.hashing import stable_hash
 
 REPO = Path(__file__).resolve().parents[2]
@@ -132,6 +132,6 @@ def test_other_settings_still_train(tmp_path, monkeypatch):
 
 def test_the_rebuild_check_refuses_unknown_models(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        shipped.main(["demo_vit"])
+        rebuild.main(["demo_vit"])
     assert exit_info.value.code == 2
     assert "not shipped: demo_vit" in capsys.readouterr().err

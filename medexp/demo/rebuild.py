@@ -1,0 +1,106 @@
+"""Rebuild the shipped demo models on this CPU and compare them with the shipped files.
+
+``python -m medexp.demo.rebuild`` trains the shipped models' settings from an empty cache in the
+pinned-kernel process every demo build uses, and prints, per model, whether the rebuilt weights
+are the shipped bytes (naming both SHA-256 and both CPUs); it exits 1 when any differs.
+``--update`` replaces the shipped files and ``SHA256SUMS.json`` with the rebuild, for a maintainer
+who changes the demo recipe (:mod:`medexp.demo.shipped`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from medexp.atomic import atomic_write_bytes
+from medexp.config import compose
+from medexp.demo.cache import demo_benchmark_root
+from medexp.demo.models import MANIFEST, demo_model_dir, read_build_report
+from medexp.demo.shipped import (
+    DIGESTS_FILE, SHIPPED_MODELS, SHIPPED_ROOT, WEIGHTS_FILE, bench_sha256, cpu_description, file_sha256,
+    shipped_digests, shipped_entry,
+)
+
+
+def _rebuild(names, cache_dir: Path) -> dict[str, Path]:
+    """Train the named models' shipped settings from scratch into ``cache_dir`` (never installing a
+    shipped copy), in the pinned-kernel process every demo build uses."""
+    return {name: demo_model_dir(compose([f"model={name}"]).model.demo, cache_dir, use_shipped=False)
+            for name in names}
+
+
+def _listing(name: str, directory: Path, bench_root: Path) -> dict:
+    files = sorted(p.name for p in directory.iterdir() if p.is_file() and p.name != MANIFEST)
+    return {"model": name, "bench_sha256": bench_sha256(bench_root),
+            "files": {file: file_sha256(directory / file) for file in files}}
+
+
+def _update(built: dict[str, Path]) -> None:
+    """Replace the shipped files with ``built`` and rewrite ``SHA256SUMS.json``."""
+    import torch
+
+    listings = {}
+    for name, directory in built.items():
+        shutil.rmtree(SHIPPED_ROOT / directory.name, ignore_errors=True)
+        shutil.copytree(directory, SHIPPED_ROOT / directory.name)
+        bench_root = demo_benchmark_root(compose([f"model={name}"]).model.demo.bench, directory.parent.parent)
+        listings[directory.name] = _listing(name, directory, bench_root)
+    for stale in SHIPPED_ROOT.glob("model-*"):
+        if stale.name not in listings:
+            shutil.rmtree(stale)
+    builder = read_build_report(next(iter(built.values())))
+    digests = {"trained_on": {**cpu_description(), "torch": torch.__version__, "kernels": builder["kernels"]},
+               "models": listings}
+    atomic_write_bytes(DIGESTS_FILE, (json.dumps(digests, indent=1, sort_keys=True) + "\n").encode())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m medexp.demo.rebuild",
+        description="Rebuild the shipped demo models on this CPU (pinned kernels, from an empty cache) and compare "
+                    "their weights with the shipped ones; exit 1 naming the digests when they differ.")
+    parser.add_argument("models", nargs="*", default=list(SHIPPED_MODELS), help="model configs (default: all shipped)")
+    parser.add_argument("--update", action="store_true",
+                        help="replace the shipped files with this rebuild (a maintainer changing the demo recipe)")
+    parser.add_argument("--cache-dir", type=Path, default=None,
+                        help="where to build (default: a temporary directory, removed afterwards)")
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.models) - set(SHIPPED_MODELS))
+    if unknown:
+        parser.error(f"not shipped: {', '.join(unknown)}; shipped: {', '.join(SHIPPED_MODELS)}")
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    with tempfile.TemporaryDirectory(prefix="medexp-rebuild-") as scratch:
+        cache_dir = args.cache_dir or Path(scratch)
+        built = _rebuild(args.models, cache_dir)
+        if args.update:
+            _update(built)
+            print(f"shipped models replaced from this rebuild: {DIGESTS_FILE}")
+            return 0
+        cpu = cpu_description()
+        print(f"rebuilt on {cpu['cpu']} ({', '.join(cpu['isa']) or 'no AVX2'}); shipped models trained on "
+              f"{shipped_digests()['trained_on']['cpu']}")
+        differ = 0
+        for name, directory in built.items():
+            listing = shipped_entry(directory.name)
+            rebuilt = file_sha256(directory / WEIGHTS_FILE)
+            if listing is None:
+                print(f"{name}: {directory.name} is not shipped (its settings changed?); rebuilt sha256 {rebuilt}")
+                differ += 1
+                continue
+            shipped = listing["files"][WEIGHTS_FILE]
+            same = rebuilt == shipped
+            differ += not same
+            print(f"{name}: {'matches' if same else 'DIFFERS'}  rebuilt {rebuilt}  shipped {shipped}")
+        if differ:
+            print(f"{differ} rebuilt model(s) differ from the shipped weights on this CPU: the figures in the README "
+                  "and docs use the shipped weights, which every install copies (docs/portability.md)")
+        return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
