@@ -22,6 +22,7 @@ from medexp.benchmarks.base import Example
 from medexp.config import compose
 from medexp.models import scorer_class
 from medexp.models.hf import _append_answers
+from tests.manual_scoring import assert_rows_close, rows
 from tests.models import tiny
 from tests.models import tiny_blip as tb
 
@@ -42,11 +43,11 @@ def example(tmp_path_factory):
     return Example("slake_en::test::0", 0, path, QUESTION, ANSWER)
 
 
-def yaml_scorer(config_name: str, directory):
+def yaml_scorer(config_name: str, directory, *overrides: str):
     """The adapter of conf/model/<config_name>.yaml (its prompt template and chat-template switch)
     over a tiny checkpoint, in float32 on the CPU."""
-    overrides = [f"model={config_name}", "model.device=cpu", "model.dtype=float32", "model.batch_size=1"]
-    cfg = compose(overrides).model
+    cfg = compose([f"model={config_name}", "model.device=cpu", "model.dtype=float32", "model.batch_size=1",
+                   *overrides]).model
     return scorer_class(cfg.family)(cfg, str(directory))
 
 
@@ -201,6 +202,22 @@ def test_gemma3_medgemma(published_checkpoint, example):
     # tokens and <end_of_image>.
     image = "\n\n<start_of_image>" + "<image_soft_token>" * tokens + "<end_of_image>\n\n"
     check_published(scorer, example, prompt, prompt.replace("<start_of_image>", image), "<image_soft_token>", tokens)
+
+
+@pytest.mark.parametrize("config_name,family", [("qwen2_5_vl", "qwen2_5_vl"), ("llava_onevision", "llava_onevision"),
+                                                ("internvl3", "internvl"), ("medgemma", "gemma3")])
+def test_shared_prefix_scores_equal_whole_inputs(published_checkpoint, example, config_name, family):
+    """Two SLAKE questions on one image, scored from their shared prefix (the YAMLs' default) and
+    each whole: the same scores under the published image layouts (Qwen's multimodal positions
+    over 324 image tokens, LLaVA-OneVision's 3699 with row newlines, Gemma's bidirectional image
+    block), with fewer tokens computed."""
+    second = Example("slake_en::test::1", 1, example.image, "Which organ is shown in this image?", "Brain")
+    shared = yaml_scorer(config_name, published_checkpoint(family))
+    whole = yaml_scorer(config_name, published_checkpoint(family), "model.shared_prefix=false")
+    assert shared.shared_prefix and not whole.shared_prefix
+    for a, b in zip(rows(shared.score_examples([example, second])), rows(whole.score_examples([example, second]))):
+        assert_rows_close(a, b, atol=1e-4)
+    assert shared.token_counts.computed < whole.token_counts.computed == whole.token_counts.naive
 
 
 # ---------------------------------------------------------------------------- Q-Former families
