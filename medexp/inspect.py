@@ -62,8 +62,6 @@ Example: python -m medexp.inspect bench=vqa_rad bench.root=/data/VQA_RAD
          python -m medexp.inspect model=qwen2_5_vl --prompt"""
 _OPTIONS = ("--join", "--join-column", "--join-out")
 _PROMPT_OPTIONS = ("--image", "--question", "--answer")
-# The example --prompt shows by default: a SLAKE-En test question on an image of SLAKE's usual size.
-DEFAULT_QUESTION, DEFAULT_ANSWER, DEFAULT_SIDE = "What modality is used to take this image?", "CT", 512
 
 
 def strata(examples) -> dict[str, Any]:
@@ -296,23 +294,19 @@ def _split_prompt_options(args: list[str]) -> tuple[list[str], dict[str, str]]:
 
 
 def prompt_example(cfg, overrides: list[str], options: dict[str, str], workdir: Path):
-    """The example --prompt shows: the benchmark's first when ``bench=`` was named, else a
-    ``DEFAULT_SIDE`` square gray image (written under ``workdir``), with ``--image``,
-    ``--question`` and ``--answer`` replacing its parts."""
+    """The example --prompt shows: the benchmark's first when ``bench=`` was named, else the
+    default one (a square gray image written under ``workdir``, a SLAKE question), with
+    ``--image``, ``--question`` and ``--answer`` replacing its parts."""
     from dataclasses import replace
-
-    from PIL import Image
-
-    from medexp.benchmarks.base import Example
 
     if any(arg.startswith("bench=") for arg in overrides):
         from medexp.benchmarks import load_benchmark_from_config
 
         example = load_benchmark_from_config(cfg.bench, cfg.paths.cache_dir).examples[0]
     else:
-        image = workdir / "gray.png"
-        Image.new("RGB", (DEFAULT_SIDE, DEFAULT_SIDE), (128, 128, 128)).save(image)
-        example = Example("inspect::prompt::0", 0, image, DEFAULT_QUESTION, DEFAULT_ANSWER)
+        from medexp.models.preview import default_example
+
+        example = default_example(workdir)
     changes = {"image": Path(options["--image"]) if "--image" in options else None,
                "question": options.get("--question"), "answer": options.get("--answer")}
     return replace(example, **{key: value for key, value in changes.items() if value is not None})

@@ -9,6 +9,12 @@ many shards each computes when all run at once, and the memory a job holds for t
 Getting there reads the benchmark and fingerprints the model, as the cell would: a demo model
 missing from the cache is built first. A cell reading several entries (a cohort's models) plans
 the first one; once it is cached, the plan names the next.
+
+``python -m medexp.plan experiment=<grid preset> [--tflops=<achieved TFLOP/s>]`` sizes a whole
+grid instead (``experiment=controlled_audit``: the published one): its cells, the teacher-forced
+scoring they need (each model on each benchmark once: the score cache serves every cell that
+reads it), examples, tokens per example from the checkpoint's processor, FLOPs, memory and GPU
+hours (:mod:`medexp.models.cost`). Only configs and processors are read, never weights.
 """
 
 from __future__ import annotations
@@ -19,10 +25,16 @@ from pathlib import Path
 from typing import Sequence
 
 USAGE = """usage: python -m medexp.plan model=<name> [bench=<name>] [detector=<name>] [split.tasks=<n>] [other overrides]
+       python -m medexp.plan experiment=<grid preset> [--tflops=<achieved TFLOP/s>] [other overrides]
 
 What the cell would compute first (its first cache entry not complete yet), and how split.tasks=<n>
 jobs would share it (docs/clusters.md, "Work bigger than one job"); nothing is computed.
-Example: python -m medexp.plan model=demo_leaky detector=exch split.tasks=4"""
+With experiment=<grid preset>, size the preset's whole grid: cells, scoring jobs, examples,
+tokens, FLOPs, memory and GPU hours at --tflops achieved per GPU (default 300, about 30% of an
+H100's dense BF16 peak); weights are never read.
+Example: python -m medexp.plan model=demo_leaky detector=exch split.tasks=4
+         python -m medexp.plan experiment=controlled_audit"""
+DEFAULT_TFLOPS = 300.0
 
 
 def plan_lines(cfg) -> list[str]:
@@ -77,10 +89,128 @@ def _weights_line(cfg) -> str:
             f"plus a batch of {cfg.model.batch_size} inputs")
 
 
+def grid_blocks(overrides: list[str]) -> list | None:
+    """The ``hydra.sweeper.grid`` blocks of the experiment preset the overrides name, if any."""
+    from omegaconf import OmegaConf
+
+    from medexp.config import conf_dir
+
+    names = [arg.partition("=")[2] for arg in overrides if arg.startswith("experiment=")]
+    if not names:
+        return None
+    grid = OmegaConf.select(OmegaConf.load(conf_dir() / "experiment" / f"{names[-1]}.yaml"), "hydra.sweeper.grid")
+    return None if grid is None else OmegaConf.to_container(grid)
+
+
+def grid_lines(blocks: list, overrides: list[str], tflops: float, locate=None) -> list[str]:
+    """The size of a grid (its blocks combined with the command line's overrides, as the grid
+    sweeper combines them): cells by detector, then one row per teacher-forced scoring job with
+    its examples, tokens, FLOPs, memory and GPU hours. ``locate(model_cfg, cache_dir)`` gives a
+    checkpoint's location (default: :func:`medexp.models.model_location`)."""
+    from collections import Counter
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    from hydra_plugins.medexp_grid_sweeper.medexp_grid_sweeper import expand_grid
+    from medexp.benchmarks import expected_count
+    from medexp.config import compose
+    from medexp.evaluators import cell_model_configs, detector_kind
+    from medexp.models import model_location
+    from medexp.models.cost import memory_bytes
+
+    parser = OverridesParser.create()
+    # The preset is composed into every cell; the other overrides combine with its blocks.
+    preset = [arg for arg in overrides if arg.startswith("experiment=")]
+    command_line = [arg for arg in overrides if not arg.startswith("experiment=")]
+    jobs = expand_grid(blocks, parser.parse_overrides(command_line), parser)
+    kinds: Counter = Counter()
+    scoring: dict[tuple[str, str], tuple] = {}  # (model, bench) -> (model config, bench config, paths)
+    unsized: Counter = Counter()
+    for job in jobs:
+        cfg = compose([*preset, *job])
+        kind = detector_kind(cfg.detector)
+        kinds[kind] += 1
+        if getattr(OmegaConf.get_type(cfg.detector), "model_needs", "model") not in ("scores", "token_scores"):
+            unsized[kind] += 1
+            continue
+        for name, model_cfg in cell_model_configs(cfg).items():
+            scoring.setdefault((name, str(cfg.bench.name)), (model_cfg, cfg.bench, cfg.paths))
+    lines = [f"grid: {len(jobs)} cells ({', '.join(f'{kind} {n}' for kind, n in sorted(kinds.items()))})",
+             f"teacher-forced scoring: {len(scoring)} jobs (a model on a benchmark, scored once: the score cache "
+             "serves every cell that reads it), one 512 x 512 image with a SLAKE question as each model's "
+             f"representative example, at {tflops:g} TFLOP/s achieved per GPU",
+             "| model | bench | examples | tokens/example | image tokens | TFLOP/example | PFLOP | weights+KV GiB "
+             "| GPU h |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    costs = {name: _model_cost(model_cfg, paths, locate or model_location)
+             for (name, _), (model_cfg, _, paths) in sorted(scoring.items())}
+    total_flops, missing = 0.0, []
+    for (name, bench), (model_cfg, bench_cfg, _) in sorted(scoring.items()):
+        examples, cost = expected_count(bench_cfg), costs[name]
+        if isinstance(cost, str):
+            missing.append(f"{name} on {bench}")
+            lines.append(f"| {name} | {bench} | {examples} | unknown (below) | | | | | |")
+            continue
+        arch, example = cost
+        if examples is None:  # the benchmark's config states no count for its split
+            missing.append(f"{name} on {bench}")
+            lines.append(f"| {name} | {bench} | unknown | {example.tokens} | {example.image_tokens} | "
+                         f"{example.flops / 1e12:.2f} | | | |")
+            continue
+        flops = examples * example.flops
+        total_flops += flops
+        lines.append(f"| {name} | {bench} | {examples} | {example.tokens} | {example.image_tokens} | "
+                     f"{example.flops / 1e12:.2f} | {flops / 1e15:.2f} | {memory_bytes(arch, model_cfg) / 2**30:.1f} | "
+                     f"{flops / (tflops * 1e12) / 3600:.2f} |")
+    lines.append(f"total: {total_flops / 1e15:.1f} PFLOP, {total_flops / (tflops * 1e12) / 3600:.1f} GPU hours"
+                 + (f" (not counted: {', '.join(missing)})" if missing else ""))
+    lines += [f"{name}: unknown, {cost}" for name, cost in costs.items() if isinstance(cost, str)]
+    if unsized:
+        lines.append("not sized here (no teacher-forced benchmark scores): "
+                     + ", ".join(f"{kind} {n} cells" for kind, n in sorted(unsized.items())))
+    return lines
+
+
+def _model_cost(model_cfg, paths, locate):
+    """(architecture, cost of the default example) of a model, or why it is unknown."""
+    import tempfile
+
+    from medexp.models.cost import scoring_cost
+    from medexp.models.preview import default_example
+
+    try:
+        with tempfile.TemporaryDirectory() as workdir:
+            return scoring_cost(model_cfg, str(locate(model_cfg, paths.cache_dir)), default_example(Path(workdir)))
+    except Exception as error:  # one unreachable checkpoint leaves its rows unknown, not the table
+        return f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+
+
+def _split_grid_options(args: list[str]) -> tuple[list[str], dict[str, float]]:
+    overrides, options = [], {"tflops": DEFAULT_TFLOPS}
+    for arg in args:
+        name, _, value = arg.partition("=")
+        if name == "--tflops":
+            try:
+                options["tflops"] = float(value)
+            except ValueError:
+                raise ValueError(f"--tflops needs a number of TFLOP/s, got {value!r}") from None
+            if not options["tflops"] > 0:
+                raise ValueError(f"--tflops must be positive, got {value}")
+        else:
+            overrides.append(arg)
+    return overrides, options
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit status."""
     from medexp.config.command_line import answer_command_line
 
+    args = list(sys.argv[1:] if argv is None else argv)
+    blocks = grid_blocks(args)
+    if blocks is not None:
+        overrides = [arg for arg in args if not arg.startswith("--tflops")]
+        return answer_command_line("medexp.plan", USAGE, args, _split_grid_options, {},
+                                   lambda cfg, options: grid_lines(blocks, overrides, options["tflops"]))
     return answer_command_line("medexp.plan", USAGE, argv, lambda args: (args, {}), {"model": "the model"},
                                lambda cfg, _: plan_lines(cfg))
 

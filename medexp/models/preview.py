@@ -8,9 +8,24 @@ user with hub access can compare a real checkpoint with what the tests pin on ti
 from __future__ import annotations
 
 from itertools import groupby
+from pathlib import Path
 from typing import Any
 
 from medexp.benchmarks.base import Example
+
+
+# The example a prompt or a cost is shown for unless one is given: a SLAKE-En test question on a
+# square image of SLAKE's usual size, gray (only the size matters to a processor's token count).
+DEFAULT_QUESTION, DEFAULT_ANSWER, DEFAULT_SIDE = "What modality is used to take this image?", "CT", 512
+
+
+def default_example(workdir: Path) -> Example:
+    """The default example, its image written under ``workdir``."""
+    from PIL import Image
+
+    image = workdir / "gray.png"
+    Image.new("RGB", (DEFAULT_SIDE, DEFAULT_SIDE), (128, 128, 128)).save(image)
+    return Example("preview::default::0", 0, image, DEFAULT_QUESTION, DEFAULT_ANSWER)
 
 
 def prompt_preview(model_cfg, location: str, example: Example) -> dict[str, Any]:
@@ -56,8 +71,25 @@ def prompt_preview(model_cfg, location: str, example: Example) -> dict[str, Any]
         "n_answer_tokens": len(item.answer_ids),
         "boundary_merged": item.boundary_merged,
         "total_tokens": len(input_ids) + prepended + len(item.answer_ids),
+        "vision_patches": _vision_patches(encoded, config),
         "prompt_tokens_decoded": _decoded(tokenizer, input_ids, image_token_id),
     }
+
+
+def _vision_patches(encoded, config) -> int:
+    """How many patches the image tower reads for the example: one per row of Qwen2.5-VL's
+    flattened patches, else the pixels of every tile (or crop) over the tower's patch size."""
+    pixels = encoded.get("pixel_values")
+    if pixels is None:
+        return 0
+    if pixels.dim() == 2:
+        return int(pixels.shape[0])
+    patch = getattr(getattr(config, "vision_config", None), "patch_size", None)
+    if patch is None:
+        return 0
+    patch_h, patch_w = (patch, patch) if isinstance(patch, int) else patch
+    height, width = pixels.shape[-2:]
+    return int(pixels.shape[:-3].numel()) * (height // patch_h) * (width // patch_w)
 
 
 def _decoded(tokenizer, input_ids: list[int], image_token_id: int | None) -> str:

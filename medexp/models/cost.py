@@ -1,0 +1,114 @@
+"""What teacher-forced scoring of a benchmark will cost a model, before any weights are read.
+
+The architecture comes from the checkpoint's ``config.json``, built on PyTorch's meta device
+(shapes, no memory, no weights); the tokens of an example from the checkpoint's processor, as the
+family's adapter encodes it (:func:`medexp.models.preview.prompt_preview`). From them:
+
+- forward FLOPs of one example: 2 x (language-model parameters, the input embedding table left
+  out, a lookup) x (prompt + answer tokens) + 2 x (vision parameters) x (patches the image tower
+  reads) + the attention products 2 x layers x tokens^2 x attention width (causal);
+- memory: the weights in ``model.dtype``, plus the key/value cache of a full ``token_budget``
+  batch (the forward keeps one per layer).
+
+These are estimates: they leave out normalisations, activations and the vocabulary projection
+(only answer positions are projected), and the time they turn into depends on the throughput a
+GPU reaches, which the caller states (``python -m medexp.plan``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from medexp.benchmarks.base import Example
+from medexp.config.schemas import DType
+
+# Parameter names of the image side: vision towers, Q-Formers and their query tokens, projectors.
+VISION_PARAMETERS = re.compile(
+    r"(^|\.)(visual|vision_tower|vision_model|qformer|query_tokens|multi_modal_projector|language_projection)(\.|$)")
+DTYPE_BYTES = {DType.float32: 4, DType.float16: 2, DType.bfloat16: 2}
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """Parameter counts and attention shape of a checkpoint, read from its config."""
+
+    params: int
+    vision_params: int
+    embedding_params: int
+    layers: int
+    attention_width: int  # query heads x head size
+    kv_width: int  # key/value heads x head size
+
+    @property
+    def language_params(self) -> int:
+        """Parameters a text token goes through (the embedding table is a lookup)."""
+        return self.params - self.vision_params - self.embedding_params
+
+
+@dataclass(frozen=True)
+class ExampleCost:
+    """One example's tokens and forward FLOPs."""
+
+    tokens: int  # prompt (image tokens included) and answer, as the model receives them
+    image_tokens: int
+    vision_patches: int
+    flops: float
+
+
+def architecture(model_cfg, location: str) -> Architecture:
+    """The checkpoint's architecture from its config alone (the model is built on the meta device:
+    no weights are read and no memory is taken)."""
+    import torch
+    import transformers
+
+    from medexp.models import scorer_class
+
+    common = {"revision": model_cfg.revision, "trust_remote_code": bool(model_cfg.trust_remote_code)}
+    config = transformers.AutoConfig.from_pretrained(location, **common)
+    auto_map = getattr(config, "auto_map", None) or {}
+    family = getattr(model_cfg.family, "value", model_cfg.family)
+    class_name = "AutoModelForCausalLM" if "AutoModelForCausalLM" in auto_map else scorer_class(family).MODEL_CLASS
+    model_class = getattr(transformers, class_name)
+    with torch.device("meta"):
+        if class_name.startswith("Auto"):
+            model = model_class.from_config(config, trust_remote_code=common["trust_remote_code"])
+        else:
+            model = model_class(config)
+    named = dict(model.named_parameters())
+    text = config.get_text_config()
+    heads = text.num_attention_heads
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
+    return Architecture(
+        params=sum(parameter.numel() for parameter in named.values()),
+        vision_params=sum(parameter.numel() for name, parameter in named.items() if VISION_PARAMETERS.search(name)),
+        embedding_params=model.get_input_embeddings().weight.numel(),
+        layers=text.num_hidden_layers,
+        attention_width=heads * head_dim,
+        kv_width=(getattr(text, "num_key_value_heads", None) or heads) * head_dim,
+    )
+
+
+def example_cost(arch: Architecture, preview: dict[str, Any]) -> ExampleCost:
+    """Forward FLOPs of one example from its token counts (``prompt_preview``'s summary)."""
+    tokens = preview["total_tokens"]
+    flops = (2 * arch.language_params * tokens + 2 * arch.vision_params * preview["vision_patches"]
+             + 2 * arch.layers * tokens**2 * arch.attention_width)
+    return ExampleCost(tokens, preview["image_tokens"], preview["vision_patches"], float(flops))
+
+
+def memory_bytes(arch: Architecture, model_cfg) -> int:
+    """Weights in ``model.dtype`` plus the key/value cache of one batch of ``token_budget`` tokens
+    (``batch_size`` x the example's tokens when there is no budget is left to the caller)."""
+    per_param = DTYPE_BYTES[DType(model_cfg.dtype)]
+    batch_tokens = int(model_cfg.token_budget or 0)
+    return arch.params * per_param + 2 * arch.layers * arch.kv_width * batch_tokens * per_param
+
+
+def scoring_cost(model_cfg, location: str, example: Example) -> tuple[Architecture, ExampleCost]:
+    """The architecture of the checkpoint and the cost of one representative example."""
+    from medexp.models.preview import prompt_preview
+
+    arch = architecture(model_cfg, location)
+    return arch, example_cost(arch, prompt_preview(model_cfg, location, example))
