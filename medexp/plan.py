@@ -160,7 +160,7 @@ def grid_lines(blocks: list, overrides: list[str], tflops: float, locate=None) -
         flops = examples * example.flops
         total_flops += flops
         lines.append(f"| {name} | {bench} | {examples} | {example.tokens} | {example.image_tokens} | "
-                     f"{example.flops / 1e12:.2f} | {flops / 1e15:.2f} | {memory_bytes(arch, model_cfg) / 2**30:.1f} | "
+                     f"{example.flops / 1e12:.2f} | {flops / 1e15:.2f} | {memory_bytes(arch, model_cfg, example.tokens) / 2**30:.1f} | "
                      f"{flops / (tflops * 1e12) / 3600:.2f} |")
     lines.append(f"total: {total_flops / 1e15:.1f} PFLOP, {total_flops / (tflops * 1e12) / 3600:.1f} GPU hours"
                  + (f" (not counted: {', '.join(missing)})" if missing else ""))

@@ -7,8 +7,8 @@ family's adapter encodes it (:func:`medexp.models.preview.prompt_preview`). From
 - forward FLOPs of one example: 2 x (language-model parameters, the input embedding table left
   out, a lookup) x (prompt + answer tokens) + 2 x (vision parameters) x (patches the image tower
   reads) + the attention products 2 x layers x tokens^2 x attention width (causal);
-- memory: the weights in ``model.dtype``, plus the key/value cache of a full ``token_budget``
-  batch (the forward keeps one per layer).
+- memory: the weights in ``model.dtype``, plus the key/value cache of a full batch (the forward
+  keeps one per layer).
 
 These are estimates: they leave out normalisations, activations and the vocabulary projection
 (only answer positions are projected), and the time they turn into depends on the throughput a
@@ -98,11 +98,11 @@ def example_cost(arch: Architecture, preview: dict[str, Any]) -> ExampleCost:
     return ExampleCost(tokens, preview["image_tokens"], preview["vision_patches"], float(flops))
 
 
-def memory_bytes(arch: Architecture, model_cfg) -> int:
-    """Weights in ``model.dtype`` plus the key/value cache of one batch of ``token_budget`` tokens
-    (``batch_size`` x the example's tokens when there is no budget is left to the caller)."""
+def memory_bytes(arch: Architecture, model_cfg, example_tokens: int) -> int:
+    """Weights in ``model.dtype`` plus the key/value cache of one full batch: ``token_budget``
+    tokens, or ``batch_size`` examples of ``example_tokens`` without a budget."""
     per_param = DTYPE_BYTES[DType(model_cfg.dtype)]
-    batch_tokens = int(model_cfg.token_budget or 0)
+    batch_tokens = int(model_cfg.token_budget or int(model_cfg.batch_size) * example_tokens)
     return arch.params * per_param + 2 * arch.layers * arch.kv_width * batch_tokens * per_param
 
 

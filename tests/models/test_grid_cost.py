@@ -25,10 +25,13 @@ def test_example_flops_by_hand():
     assert (cost.tokens, cost.image_tokens, cost.vision_patches) == (10, 4, 16)
 
 
-def test_memory_is_weights_in_the_dtype_plus_a_budget_of_key_values():
+def test_memory_is_weights_in_the_dtype_plus_a_batch_of_key_values():
     arch = Architecture(params=1000, vision_params=0, embedding_params=0, layers=2, attention_width=8, kv_width=4)
-    cfg = OmegaConf.structured(ModelConfig(name="m", dtype="bfloat16", token_budget=100))
-    assert memory_bytes(arch, cfg) == 1000 * 2 + 2 * 2 * 4 * 100 * 2  # keys and values of 2 layers, 100 tokens
+    cfg = OmegaConf.structured(ModelConfig(name="m", dtype="bfloat16", token_budget=100, batch_size=3))
+    assert memory_bytes(arch, cfg, 7) == 1000 * 2 + 2 * 2 * 4 * 100 * 2  # keys and values of 2 layers, 100 tokens
+    cfg.token_budget = None  # without a budget a batch is batch_size examples: 3 x 7 tokens, in float32
+    cfg.dtype = "float32"
+    assert memory_bytes(arch, cfg, 7) == 1000 * 4 + 2 * 2 * 4 * 21 * 4
 
 
 def test_architecture_counts_what_the_loaded_model_holds(tiny_checkpoint):
