@@ -139,36 +139,55 @@ def grid_lines(blocks: list, overrides: list[str], tflops: float, locate=None) -
     lines = [f"grid: {len(jobs)} cells ({', '.join(f'{kind} {n}' for kind, n in sorted(kinds.items()))})",
              f"teacher-forced scoring: {len(scoring)} jobs (a model on a benchmark, scored once: the score cache "
              "serves every cell that reads it), one 512 x 512 image with a SLAKE question as each model's "
-             f"representative example, at {tflops:g} TFLOP/s achieved per GPU",
-             "| model | bench | examples | tokens/example | image tokens | TFLOP/example | PFLOP | weights+KV GiB "
-             "| GPU h |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             f"representative example, at {tflops:g} TFLOP/s achieved per GPU; 'shared': with shared prefixes, "
+             "one per image (known when the benchmark is on this machine)",
+             "| model | bench | examples | images | tokens/example | image tokens | TFLOP/example | PFLOP "
+             "| PFLOP shared | weights+KV GiB | GPU h | GPU h shared |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     costs = {name: _model_cost(model_cfg, paths, locate or model_location)
              for (name, _), (model_cfg, _, paths) in sorted(scoring.items())}
-    total_flops, missing = 0.0, []
+    images = {bench: _bench_images(bench_cfg, paths) for (_, bench), (_, bench_cfg, paths) in sorted(scoring.items())}
+    hours = lambda flops: flops / (tflops * 1e12) / 3600  # noqa: E731
+    total, total_shared, missing = 0.0, 0.0, []
     for (name, bench), (model_cfg, bench_cfg, _) in sorted(scoring.items()):
-        examples, cost = expected_count(bench_cfg), costs[name]
-        if isinstance(cost, str):
+        examples, cost, n_images = expected_count(bench_cfg), costs[name], images[bench]
+        shown_images = n_images if isinstance(n_images, int) else "unknown"
+        if isinstance(cost, str) or examples is None:
             missing.append(f"{name} on {bench}")
-            lines.append(f"| {name} | {bench} | {examples} | unknown (below) | | | | | |")
+            lines.append(f"| {name} | {bench} | {examples or 'unknown'} | {shown_images} | unknown (below) "
+                         "| | | | | | | |")
             continue
         arch, example = cost
-        if examples is None:  # the benchmark's config states no count for its split
-            missing.append(f"{name} on {bench}")
-            lines.append(f"| {name} | {bench} | unknown | {example.tokens} | {example.image_tokens} | "
-                         f"{example.flops / 1e12:.2f} | | | |")
-            continue
         flops = examples * example.flops
-        total_flops += flops
-        lines.append(f"| {name} | {bench} | {examples} | {example.tokens} | {example.image_tokens} | "
-                     f"{example.flops / 1e12:.2f} | {flops / 1e15:.2f} | {memory_bytes(arch, model_cfg, example.tokens) / 2**30:.1f} | "
-                     f"{flops / (tflops * 1e12) / 3600:.2f} |")
-    lines.append(f"total: {total_flops / 1e15:.1f} PFLOP, {total_flops / (tflops * 1e12) / 3600:.1f} GPU hours"
-                 + (f" (not counted: {', '.join(missing)})" if missing else ""))
+        shared = example.shared_flops(examples, n_images) if isinstance(n_images, int) else flops
+        total, total_shared = total + flops, total_shared + shared
+        shared_cells = ((f"{shared / 1e15:.2f}", f"{hours(shared):.2f}") if isinstance(n_images, int)
+                        else ("unknown", "unknown"))
+        lines.append(f"| {name} | {bench} | {examples} | {shown_images} | {example.tokens} | {example.image_tokens} | "
+                     f"{example.flops / 1e12:.2f} | {flops / 1e15:.2f} | {shared_cells[0]} | "
+                     f"{memory_bytes(arch, model_cfg, example.tokens) / 2**30:.1f} | {hours(flops):.2f} | "
+                     f"{shared_cells[1]} |")
+    lines.append(f"total: {total / 1e15:.1f} PFLOP, {hours(total):.1f} GPU hours; with shared prefixes "
+                 f"{hours(total_shared):.1f} GPU hours (whole where a benchmark's images are unknown)"
+                 + (f"; not counted: {', '.join(missing)}" if missing else ""))
     lines += [f"{name}: unknown, {cost}" for name, cost in costs.items() if isinstance(cost, str)]
+    lines += [f"{bench} images: unknown, {count}" for bench, count in images.items() if isinstance(count, str)]
     if unsized:
         lines.append("not sized here (no teacher-forced benchmark scores): "
                      + ", ".join(f"{kind} {n} cells" for kind, n in sorted(unsized.items())))
     return lines
+
+
+def _bench_images(bench_cfg, paths) -> int | str:
+    """How many distinct images the benchmark's examples show (its annotations alone are read), or
+    why that is unknown (the benchmark is not on this machine)."""
+    from medexp.benchmarks import load_benchmark_from_config
+
+    try:
+        benchmark = load_benchmark_from_config(bench_cfg, paths.cache_dir, pixels=False)
+    except Exception as error:  # a benchmark not on this machine leaves the shared columns unknown
+        return f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+    return len({str(example.image) for example in benchmark.examples if example.image is not None})
 
 
 def _model_cost(model_cfg, paths, locate):

@@ -6,7 +6,8 @@ family's adapter encodes it (:func:`medexp.models.preview.prompt_preview`). From
 
 - forward FLOPs of one example: 2 x (language-model parameters, the input embedding table left
   out, a lookup) x (prompt + answer tokens) + 2 x (vision parameters) x (patches the image tower
-  reads) + the attention products 2 x layers x tokens^2 x attention width (causal);
+  reads) + the attention products 2 x layers x tokens^2 x attention width (causal); with shared
+  prefixes, the part up to the image's last token once per image and the rest per question;
 - memory: the weights in ``model.dtype``, plus the key/value cache of a full batch (the forward
   keeps one per layer).
 
@@ -49,12 +50,31 @@ class Architecture:
 
 @dataclass(frozen=True)
 class ExampleCost:
-    """One example's tokens and forward FLOPs."""
+    """One example's tokens and forward FLOPs, whole and split at its image prefix."""
 
     tokens: int  # prompt (image tokens included) and answer, as the model receives them
     image_tokens: int
     vision_patches: int
     flops: float
+    # With shared prefixes (model.shared_prefix on a family that supports it) the tokens up to the
+    # image's last token run once per image, with the pixels, and each question only the rest.
+    # None: the family scores every example whole.
+    prefix_tokens: int | None
+    prefix_flops: float | None
+
+    def shared_flops(self, examples: int, images: int) -> float:
+        """FLOPs of ``examples`` questions on ``images`` images: every example whole without
+        shared prefixes, else one prefix per image and a continuation per example (its attention
+        still reads the whole prefix)."""
+        if self.prefix_flops is None:
+            return examples * self.flops
+        return images * self.prefix_flops + examples * (self.flops - self.prefix_flops)
+
+    def shared_tokens(self, examples: int, images: int) -> int:
+        """Tokens that go through the model for ``examples`` questions on ``images`` images."""
+        if self.prefix_tokens is None:
+            return examples * self.tokens
+        return images * self.prefix_tokens + examples * (self.tokens - self.prefix_tokens)
 
 
 def architecture(model_cfg, location: str) -> Architecture:
@@ -92,10 +112,15 @@ def architecture(model_cfg, location: str) -> Architecture:
 
 def example_cost(arch: Architecture, preview: dict[str, Any]) -> ExampleCost:
     """Forward FLOPs of one example from its token counts (``prompt_preview``'s summary)."""
-    tokens = preview["total_tokens"]
-    flops = (2 * arch.language_params * tokens + 2 * arch.vision_params * preview["vision_patches"]
-             + 2 * arch.layers * tokens**2 * arch.attention_width)
-    return ExampleCost(tokens, preview["image_tokens"], preview["vision_patches"], float(flops))
+    tokens, prefix = preview["total_tokens"], preview["image_prefix_tokens"]
+
+    def flops(count: int) -> float:  # the first `count` tokens, with the pixels
+        return float(2 * arch.language_params * count + 2 * arch.vision_params * preview["vision_patches"]
+                     + 2 * arch.layers * count**2 * arch.attention_width)
+
+    shared = preview["shared_prefix"] and prefix is not None
+    return ExampleCost(tokens, preview["image_tokens"], preview["vision_patches"], flops(tokens),
+                       prefix if shared else None, flops(prefix) if shared else None)
 
 
 def memory_bytes(arch: Architecture, model_cfg, example_tokens: int) -> int:

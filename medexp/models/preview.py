@@ -72,6 +72,11 @@ def prompt_preview(model_cfg, location: str, example: Example) -> dict[str, Any]
         "boundary_merged": item.boundary_merged,
         "total_tokens": len(input_ids) + prepended + len(item.answer_ids),
         "vision_patches": _vision_patches(encoded, config),
+        # Where a shared prefix at least reaches: the image's last token (the prompt's start and
+        # every image token are the same for all questions on an image); None without image tokens.
+        "image_prefix_tokens": (max(index for index, token in enumerate(input_ids) if token == image_token_id) + 1
+                                if in_input else None),
+        "shared_prefix": scorer.shared_prefix,
         "prompt_tokens_decoded": _decoded(tokenizer, input_ids, image_token_id),
     }
 

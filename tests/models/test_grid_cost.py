@@ -17,12 +17,25 @@ from tests.models.test_published_processing import SIDE, qwen_image_tokens
 from tests.models.tiny import published_settings
 
 
+ARCH = Architecture(params=1000, vision_params=200, embedding_params=100, layers=2, attention_width=8, kv_width=4)
+
+
 def test_example_flops_by_hand():
-    arch = Architecture(params=1000, vision_params=200, embedding_params=100, layers=2, attention_width=8, kv_width=4)
-    cost = example_cost(arch, {"total_tokens": 10, "image_tokens": 4, "vision_patches": 16})
+    preview = {"total_tokens": 10, "image_tokens": 4, "vision_patches": 16, "image_prefix_tokens": 6,
+               "shared_prefix": True}
+    cost = example_cost(ARCH, preview)
     # language: 2 x (1000 - 200 - 100) x 10; vision: 2 x 200 x 16; attention: 2 x 2 layers x 10^2 x 8
     assert cost.flops == 14000 + 6400 + 3200
     assert (cost.tokens, cost.image_tokens, cost.vision_patches) == (10, 4, 16)
+    # The prefix (6 tokens, with the pixels): 2 x 700 x 6 + 6400 + 2 x 2 x 6^2 x 8.
+    assert cost.prefix_flops == 8400 + 6400 + 1152
+    # 12 questions on 3 images: 3 prefixes, 12 continuations of 4 tokens.
+    assert cost.shared_tokens(12, 3) == 3 * 6 + 12 * 4
+    assert cost.shared_flops(12, 3) == 3 * cost.prefix_flops + 12 * (cost.flops - cost.prefix_flops)
+    # One question per image shares nothing; neither does a family that scores examples whole.
+    assert cost.shared_flops(5, 5) == 5 * cost.flops
+    whole = example_cost(ARCH, {**preview, "shared_prefix": False})
+    assert whole.prefix_flops is None and whole.shared_flops(12, 3) == 12 * whole.flops
 
 
 def test_memory_is_weights_in_the_dtype_plus_a_batch_of_key_values():
@@ -80,14 +93,32 @@ def test_grid_counts_each_model_on_each_benchmark_once(checkpoints):
     # Examples: the benchmarks' published test-split counts, as their configs state them.
     assert rows[("qwen2_5_vl", "slake")][0] == "1061" and rows[("qwen2_5_vl", "vqa_rad")][0] == "451"
     # Image tokens per example: the published processors' counts for a 512 x 512 image.
-    assert rows[("qwen2_5_vl", "slake")][2] == str(qwen_image_tokens(SIDE, SIDE,
+    assert rows[("qwen2_5_vl", "slake")][3] == str(qwen_image_tokens(SIDE, SIDE,
                                                                      published_settings("qwen2_5_vl")["preprocessor_config"]))
-    assert rows[("blip2", "slake")][2] == str(published_settings("blip2")["processor_config"]["num_query_tokens"])
+    assert rows[("blip2", "slake")][3] == str(published_settings("blip2")["processor_config"]["num_query_tokens"])
     # A job's PFLOP are its examples times one example's TFLOP, and its GPU hours those at 300 TFLOP/s.
-    for examples, _, _, per_example, total, _, hours in rows.values():
+    for examples, images, _, _, per_example, total, shared, _, hours, shared_hours in rows.values():
         assert float(total) == pytest.approx(int(examples) * float(per_example) / 1000, abs=0.006)
         assert float(hours) == pytest.approx(float(total) * 1e15 / 300e12 / 3600, abs=0.006)
+        # No benchmark is on this machine: how many images share a prefix is unknown.
+        assert images == shared == shared_hours == "unknown"
     assert lines[-1] == "not sized here (no teacher-forced benchmark scores): image_nn 1 cells"
+
+
+def test_grid_counts_images_of_a_benchmark_on_this_machine(checkpoints):
+    """The demo benchmark is generated here: its images are counted, and with one question per
+    image shared prefixes save nothing."""
+    from medexp.benchmarks import load_benchmark_from_config
+    from medexp.config import compose
+
+    blocks = [{"model": "qwen2_5_vl", "bench": "demo", "detector": "exch_rank", "control": "none"}]
+    lines = plan.grid_lines(blocks, ["bench.expected_examples=400"], 300.0,
+                            locate=lambda model_cfg, _: checkpoints[model_cfg.name])
+    cfg = compose(["bench=demo"])
+    demo = load_benchmark_from_config(cfg.bench, cfg.paths.cache_dir, pixels=False)
+    examples, images, _, _, _, total, shared, _, hours, shared_hours = rows_of(lines)[("qwen2_5_vl", "demo")]
+    assert int(images) == len({str(example.image) for example in demo.examples}) == int(examples) == 400
+    assert (shared, shared_hours) == (total, hours)
 
 
 def test_an_unreachable_checkpoint_leaves_its_rows_unknown(checkpoints):
@@ -98,7 +129,7 @@ def test_an_unreachable_checkpoint_leaves_its_rows_unknown(checkpoints):
 
     blocks = [{"model": ["qwen2_5_vl", "blip2"], "bench": "slake", "detector": "exch_rank", "control": "none"}]
     lines = plan.grid_lines(blocks, [], 300.0, locate=locate)
-    assert rows_of(lines)[("blip2", "slake")][1] == "unknown (below)"
+    assert rows_of(lines)[("blip2", "slake")][2] == "unknown (below)"
     assert "not counted: blip2 on slake" in next(line for line in lines if line.startswith("total:"))
     assert "blip2: unknown, OSError: not on this machine" in lines
 
