@@ -25,6 +25,12 @@ RssFile separately.
 
     PYTHONPATH=$PWD python benchmarks/pmcoa_scale.py --dir /tmp/pmcoa_scale            # full size
     PYTHONPATH=$PWD python benchmarks/pmcoa_scale.py --dir /tmp/pmcoa_small --corpus 100000 --queries 1000
+    PYTHONPATH=$PWD python benchmarks/pmcoa_scale.py --dir /tmp/pmcoa_small --corpus 100000 --queries 1000 --compare
+
+``--compare`` times faiss-cpu's ``IndexFlatIP`` (the whole corpus in float32, one call), medexp's
+blocked float32 search and its bfloat16 search (:class:`~medexp.images.search.Bfloat16Search`) on the same
+corpus and queries in one process, and fails unless all three give the same neighbour and distance
+for every query.
 """
 
 from __future__ import annotations
@@ -224,6 +230,65 @@ def measure(directory: Path, n: int, duplicate_rate: float, seed: int) -> dict:
     }
 
 
+class FlatIPSearch:
+    """faiss-cpu's exact index, what a user would pick instead: the whole corpus in one float32
+    ``IndexFlatIP`` (8.5 GB at full size), searched in one call."""
+
+    def __init__(self, corpus):
+        import faiss
+
+        self.corpus = corpus
+        self.index = faiss.IndexFlatIP(corpus.dim)
+        for _, block in corpus.blocks(65536):
+            self.index.add(block)
+
+    def search(self, queries: np.ndarray, k: int):
+        return self.index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
+
+
+def compare_searches(directory: Path, n: int, duplicate_rate: float, seed: int, calibration: int) -> dict:
+    """Every search path on the same corpus and queries (the calibration sample excluding itself,
+    then the benchmark queries), in this process: faiss-cpu's IndexFlatIP, medexp's blocked float32
+    search (``exact``) and the int8 search (``int8``); seconds for each and whether every neighbour
+    and distance equals IndexFlatIP's."""
+    import torch
+
+    from medexp.images.audit import DeduplicatedCorpus
+    from medexp.images.search import ExactSearch, Bfloat16Search, nearest
+
+    embedder = SyntheticEmbedder(n, duplicate_rate, seed)
+    reference = DeduplicatedCorpus.build(corpus_side(n, embedder, directory / "cache"))
+    rng = np.random.default_rng(seed)
+    sample = np.sort(rng.choice(len(reference.vectors), size=min(calibration, len(reference.vectors)), replace=False))
+    bench = np.load(directory / "queries.npy").astype(np.float32)
+    queries = np.concatenate([reference.vectors.rows(sample), bench / np.linalg.norm(bench, axis=1, keepdims=True)])
+    exclude = np.concatenate([sample, np.full(len(bench), -1, dtype=np.int64)])
+    results, answers = {}, {}
+    for name, build in (("faiss_flat_ip", lambda: FlatIPSearch(reference.vectors)),
+                        ("exact", lambda: ExactSearch(reference.vectors, use_gpu=False)),
+                        ("bf16", lambda: Bfloat16Search(reference.vectors))):
+        started = time.perf_counter()
+        searcher = build()
+        built = time.perf_counter() - started
+        distance, neighbour = nearest(searcher, queries, exclude)
+        seconds = time.perf_counter() - started
+        answers[name] = (distance, neighbour)
+        results[name] = {"seconds": round(seconds, 2), "index_build_seconds": round(built, 2),
+                         "queries_per_s": round(len(queries) / seconds, 1)}
+        if isinstance(searcher, Bfloat16Search):
+            results[name]["fallback_queries"] = searcher.fallbacks
+        print(f"{name}: {seconds:.1f} s", file=sys.stderr)
+    reference_distance, reference_neighbour = answers["faiss_flat_ip"]
+    for name, (distance, neighbour) in answers.items():
+        results[name]["same_neighbours_as_faiss"] = int((neighbour == reference_neighbour).sum())
+        results[name]["same_distances_as_faiss"] = int((distance == reference_distance).sum())
+    return {"corpus_distinct": len(reference.vectors), "queries": len(queries), "searches": results,
+            "bf16_speedup_over_faiss": round(results["faiss_flat_ip"]["seconds"] / results["bf16"]["seconds"], 2),
+            "bf16_speedup_over_exact": round(results["exact"]["seconds"] / results["bf16"]["seconds"], 2),
+            "torch_threads": torch.get_num_threads(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "loadavg_after": os.getloadavg()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", type=Path, required=True, help="where the synthetic cache is written (4.3 GB at full size)")
@@ -232,8 +297,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duplicate-rate", type=float, default=0.01, help="share of corpus rows that copy another")
     parser.add_argument("--planted", type=int, default=100, help="benchmark queries that copy a corpus row")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--compare", action="store_true",
+                        help="time faiss-cpu's IndexFlatIP, medexp's float32 exact search and its bfloat16 search side "
+                             "by side on the same corpus and queries, and check that their answers are identical")
+    parser.add_argument("--calibration", type=int, default=5000, help="self-excluded corpus queries (--compare)")
     parser.add_argument("--measure-only", action="store_true", help=argparse.SUPPRESS)  # the child process
     args = parser.parse_args(argv)
+    if args.measure_only and args.compare:
+        print(json.dumps(compare_searches(args.dir, args.corpus, args.duplicate_rate, args.seed, args.calibration)))
+        return 0
     if args.measure_only:
         print(json.dumps(measure(args.dir, args.corpus, args.duplicate_rate, args.seed)))
         return 0
@@ -248,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     loadavg_before = os.getloadavg()
     # a fresh process, so that its peak memory is the measured run's alone
     child = subprocess.run([sys.executable, __file__, "--dir", str(args.dir), "--corpus", str(args.corpus),
-                            "--duplicate-rate", str(args.duplicate_rate), "--seed", str(args.seed), "--measure-only"],
+                            "--duplicate-rate", str(args.duplicate_rate), "--seed", str(args.seed), "--measure-only",
+                            "--calibration", str(args.calibration)] + (["--compare"] if args.compare else []),
                            capture_output=True, text=True)
     if child.returncode:
         sys.stderr.write(child.stderr)
@@ -256,6 +329,12 @@ def main(argv: list[str] | None = None) -> int:
     result = json.loads(child.stdout.strip().splitlines()[-1])
     result["loadavg_before"] = loadavg_before
     print(json.dumps(result, indent=1))
+    if args.compare:
+        identical = all(search["same_neighbours_as_faiss"] == search["same_distances_as_faiss"] == result["queries"]
+                        for search in result["searches"].values())
+        if not identical:
+            print("FAILED: a search path answered differently from faiss-cpu's IndexFlatIP", file=sys.stderr)
+        return 0 if identical else 1
     if result["planted_found_and_flagged"] != result["planted_queries"]:
         print(f"FAILED: {result['planted_found_and_flagged']} of {result['planted_queries']} planted copies found",
               file=sys.stderr)

@@ -214,7 +214,7 @@ def match_images(
     an approximate index, its measured recall@1.
     """
     from medexp.config.schemas import IndexKind
-    from medexp.images.search import ExactSearch, build_searcher, nearest, recall_at_1
+    from medexp.images.search import ApproximateSearch, ExactSearch, Bfloat16Search, build_searcher, nearest, recall_at_1
 
     metrics = reference.metrics()
     log.info("image_nn: corpus %s holds %d images, %d distinct files, %d distinct vectors (duplicate rate %.3f)",
@@ -234,7 +234,9 @@ def match_images(
              len(sample), n_bench, n_distinct)
     distances, neighbours = nearest(searcher, queries, exclude)
     metrics["embedding_dim"] = float(reference.vectors.dim)
-    if not isinstance(searcher, ExactSearch):
+    if isinstance(searcher, Bfloat16Search):
+        metrics["bf16_fallback_queries"] = float(searcher.fallbacks)
+    if isinstance(searcher, ApproximateSearch):
         checked = np.sort(rng.choice(len(queries), size=min(index_cfg.recall_sample, len(queries)), replace=False))
         exact = ExactSearch(reference.vectors, index_cfg.block_size, index_cfg.gpu)
         recall = recall_at_1(searcher, exact, queries[checked], exclude[checked])

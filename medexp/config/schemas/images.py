@@ -57,6 +57,7 @@ class CorpusConfig:
 
 class IndexKind(str, Enum):
     exact = "exact"  # brute force over float16 shards, block by block (memory-bounded)
+    bf16 = "bf16"  # exact answers too: bfloat16 products (AMX, AVX-512 BF16) find candidates, float64 re-ranks them
     ivf = "ivf"  # faiss IVF-flat: approximate, recall@1 measured and logged
     hnsw = "hnsw"  # faiss HNSW-flat: approximate, recall@1 measured and logged
 
