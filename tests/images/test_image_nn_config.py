@@ -49,7 +49,7 @@ def test_pmc_oa_corpus_reuses_the_pmc_oa_benchmark_config():
 @pytest.mark.parametrize(
     "overrides,message",
     [
-        (["detector.index.kind=flat"], "expected one of [exact, ivf, hnsw]"),
+        (["detector.index.kind=flat"], "expected one of [exact, bf16, ivf, hnsw]"),
         (["detector.embedder.hash_size=big"], "detector.embedder.hash_size"),
         (["embedder@detector.embedder=siglip_b16", "detector.embedder.hash_size=8"], "hash_size"),
         (["embedder=siglip_b16"], "embedder@detector.embedder"),
