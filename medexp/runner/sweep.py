@@ -269,8 +269,10 @@ class SweepParentRun(Callback):
             except psutil.Error:  # already gone
                 pass
         pids = {str(child.pid) for child in children}
+        if not pids:  # the cells run in this process (the basic launcher): they end their own runs
+            return
         deadline = time.monotonic() + STOP_GRACE_S
-        while pids and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
             try:
                 running = [run for run in tracker.search({"mlflow.parentRunId": sweep.run_id}, status="RUNNING")
                            if run.tags.get("medexp.pid") in pids]
