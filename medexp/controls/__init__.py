@@ -13,18 +13,21 @@ external_baseline  the detector also run on pre-domain baseline models     all b
 synthetic          scores from the calibration model (controls.synthetic)  cohort, composition_sweep
 =================  ======================================================  ===================
 
-The runner loads :func:`control_benchmark`, builds the cell context on its released examples,
-then lets :func:`apply_control` choose the examples and their order (score orders need the
-cell's model); :func:`run_with_baselines` wraps the detector for external baselines.
+The runner loads :func:`control_benchmark`, then :func:`apply_control` makes the examples the
+detector sees, in their order, from the released ones (score orders are given the cell model's
+scores). A control transforms values and returns new ones; it never receives the cell's context,
+which lives above it: the evaluators run the detector again for each external baseline
+(:mod:`medexp.evaluators.baselines`) with the models :func:`baseline_models` lists.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 from medexp.benchmarks.base import Benchmark, Example
 from medexp.config.schemas import ControlKind
-from medexp.controls.baselines import run_with_baselines
+from medexp.controls.baselines import baseline_models, merge_baseline_results
 from medexp.controls.fit import check_control_fits
 from medexp.controls.images import negative_image_set, without_images
 from medexp.controls.ordering import answer_lengths, mink_scores, order_by_hash, order_by_values, order_spearman
@@ -41,24 +44,25 @@ def control_benchmark(cfg, cache_dir: str | Path, needs=None, pixels: bool = Tru
     return load_benchmark_from_config(cfg.bench, cache_dir, needs, pixels=pixels)
 
 
-def apply_control(ctx) -> list[Example]:
-    """The examples the detector should test, in the control's order.
-
-    ``ctx`` is the cell context (``medexp.evaluators.context.CellContext``) holding the released
-    examples; score orders read the cell model's per-example score table of them (cached).
-    """
-    kind = ControlKind(ctx.cfg.control.kind)
-    examples = list(ctx.examples)
+def apply_control(control_cfg, examples: list[Example],
+                  example_scores: Callable[[list[Example]], "pd.DataFrame"] | None = None) -> list[Example]:
+    """The examples the detector should test, in the control's order: a new list made from the
+    released ``examples``. Score orders call ``example_scores(examples)`` for the cell model's
+    per-example score table of them (cached by the caller); other controls never do."""
+    kind = ControlKind(control_cfg.kind)
+    examples = list(examples)
     if kind is ControlKind.order_hash:
         # An order derived from content alone: no model could have trained on it.
         return order_by_hash(examples)
     if kind is ControlKind.blind_image:
         return without_images(examples)
     if kind in (ControlKind.order_answer_len, ControlKind.order_mink):
-        table = ctx.example_scores(examples)
+        if example_scores is None:
+            raise ValueError(f"control={control_cfg.name} orders by the model's scores: it needs the cell's scores")
+        table = example_scores(examples)
         if kind is ControlKind.order_answer_len:
             return order_by_values(examples, answer_lengths(table), "answer token count")
-        return order_by_values(examples, mink_scores(table, ctx.cfg.control.k_percent), "Min-K%++ score")
+        return order_by_values(examples, mink_scores(table, control_cfg.k_percent), "Min-K%++ score")
     # none, negative_images (its image set, as loaded), external_baseline, synthetic: as released.
     return examples
 
@@ -73,11 +77,15 @@ def control_nonmembers(kind: ControlKind, nonmembers: list[Example]) -> list[Exa
     return nonmembers
 
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 __all__ = [
     "apply_control",
+    "baseline_models",
     "check_control_fits",
     "control_nonmembers",
     "control_benchmark",
+    "merge_baseline_results",
     "order_spearman",
-    "run_with_baselines",
 ]

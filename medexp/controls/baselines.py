@@ -1,18 +1,15 @@
 """External pre-domain baselines (controlled audit, sections 4.7 and 4.10).
 
 A baseline is a model that cannot have seen the benchmark's domain. The cell's detector runs as
-usual for the cell's model and once more for each baseline, with the baseline's own scorer and
-the seed its own cell would get; cohort detectors also take the baselines into the reference
-cohort (and a baseline's cohort includes the cell's model). A signal that a baseline reproduces
-belongs to the benchmark or to the detector, not to the audited model's training data.
+usual for the cell's model and once more for each baseline (:mod:`medexp.evaluators.baselines`,
+which owns the cell's context); this module lists the baselines and merges their results. A
+signal that a baseline reproduces belongs to the benchmark or to the detector, not to the audited
+model's training data.
 """
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import logging
-from typing import Callable
 
 from medexp.detectors.base import DetectorResult
 
@@ -38,30 +35,6 @@ def baseline_models(control_cfg, cell_model_cfg) -> list:
         log.info("control=%s: every baseline is the cell's model %s; no baseline to run", control_cfg.name,
                  cell_model_cfg.name)
     return configs
-
-
-def baseline_context(ctx, model_cfg, baselines: list):
-    """The cell context with ``model_cfg`` as the audited model: same benchmark, examples and
-    control; the seed of the cell (baseline, bench, detector, control); a cohort extended by the
-    other baselines and the cell's own model."""
-    from medexp.cell import Cell
-
-    cfg = copy.deepcopy(ctx.cfg)
-    cfg.model = model_cfg
-    seed = Cell.from_config(cfg).seed(cfg.seed)
-    return dataclasses.replace(ctx, cfg=cfg, seed=seed, cohort_additions=[*baselines, ctx.cfg.model])
-
-
-def run_with_baselines(ctx, run: Callable) -> DetectorResult:
-    """``run`` (an evaluator) on the cell and on each baseline, merged by :func:`merge_baseline_results`."""
-    baselines = baseline_models(ctx.cfg.control, ctx.cfg.model)
-    ctx.cohort_additions = list(baselines)
-    own = run(ctx)
-    results = {}
-    for model_cfg in baselines:
-        log.info("control=%s: running %s on baseline %s", ctx.cfg.control.name, ctx.cfg.detector.name, model_cfg.name)
-        results[str(model_cfg.name)] = run(baseline_context(ctx, model_cfg, baselines))
-    return merge_baseline_results(own, results)
 
 
 def merge_baseline_results(own: DetectorResult, baselines: dict[str, DetectorResult]) -> DetectorResult:

@@ -91,10 +91,9 @@ def synthetic_score_table(examples: Sequence[Example], scores: np.ndarray) -> pd
     })
 
 
-def synthetic_cell_scores(ctx):
-    """The cohort score tables of a cell under control=synthetic (``ctx``: its CellContext)."""
-    cfg = ctx.cfg
+def synthetic_cell_scores(cfg, examples):
+    """The cohort score tables of the cell ``cfg`` (its config) under control=synthetic, over ``examples``."""
     if cfg.detector.get("cohort"):
         log.info("control=synthetic: detector.cohort %s is ignored; the cohort is control.cohort",
                  list(cfg.detector.cohort))
-    return synthetic_cohort_scores(cfg.control, ctx.examples, str(cfg.model.name), world_seed(cfg))
+    return synthetic_cohort_scores(cfg.control, examples, str(cfg.model.name), world_seed(cfg))

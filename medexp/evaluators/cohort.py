@@ -29,7 +29,7 @@ def cohort_scores(ctx: CellContext):
     if ControlKind(ctx.cfg.control.kind) is ControlKind.synthetic:  # the calibration model's cohort, no scoring
         from medexp.controls.synthetic import synthetic_cell_scores
 
-        return synthetic_cell_scores(ctx)
+        return synthetic_cell_scores(ctx.cfg, ctx.examples)
     listed = listed_references(ctx.cfg)
     target = str(ctx.cfg.model.name)
     tables = {target: ctx.example_scores()}

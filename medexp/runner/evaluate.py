@@ -33,7 +33,8 @@ def evaluate(cfg: DictConfig, seed: int, inputs: CellInputs | None = None) -> tu
     ``n_deduplicated``, and when the cell's model scored anything, ``tokens_naive`` and
     ``tokens_computed``) and result."""
     from medexp.config.schemas import ControlKind
-    from medexp.controls import apply_control, order_spearman, run_with_baselines
+    from medexp.controls import apply_control, order_spearman
+    from medexp.evaluators.baselines import run_with_baselines
 
     check_cell(cfg)  # before anything is loaded or scored
     cache_dir = Path(cfg.paths.cache_dir)
@@ -42,7 +43,7 @@ def evaluate(cfg: DictConfig, seed: int, inputs: CellInputs | None = None) -> tu
     ctx = CellContext(cfg, seed, benchmark, list(benchmark.examples), cache_dir, corpus=inputs.corpus,
                       twin=inputs.twin)
     # The control may read the cell model's scores of the released examples to choose its order.
-    ctx.examples = apply_control(ctx)
+    ctx.examples = apply_control(cfg.control, ctx.examples, ctx.example_scores)
     run = evaluator_for(cfg.detector)
     if ControlKind(cfg.control.kind) is ControlKind.external_baseline:
         result = run_with_baselines(ctx, run)

@@ -74,10 +74,14 @@ class FakeScorer:
 
 
 def fake_context(control: dict, released: list[Example], scorer: FakeScorer, cache_dir: Path):
-    """The parts of a cell context that controls read."""
+    """The values a cell hands a control (its control config, the released examples and the cell
+    model's cached scores of examples), and the scorer behind them."""
+    from medexp.scoring import example_scores
+
     cfg = OmegaConf.create({"control": control})
-    return SimpleNamespace(cfg=cfg, examples=released, scorer=lambda: scorer, model_key={"model": "fake"},
-                           cache_dir=cache_dir)
+    key = {"model": "fake"}
+    return SimpleNamespace(cfg=cfg, examples=released, scorer=lambda: scorer, model_key=key, cache_dir=cache_dir,
+                           example_scores=lambda examples: example_scores(lambda: scorer, key, examples, cache_dir))
 
 
 def spearman_by_hand(positions) -> float:

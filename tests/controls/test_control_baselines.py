@@ -8,8 +8,9 @@ from omegaconf import OmegaConf
 
 from medexp.benchmarks.base import Benchmark
 from medexp.config import compose, model_config
-from medexp.controls.baselines import baseline_models, merge_baseline_results, run_with_baselines
+from medexp.controls.baselines import baseline_models, merge_baseline_results
 from medexp.detectors.base import DetectorResult
+from medexp.evaluators.baselines import run_with_baselines
 from medexp.evaluators.cohort import cohort_scores
 from medexp.evaluators.context import CellContext
 from medexp.hashing import derive_seed, stable_hash

@@ -28,7 +28,7 @@ def test_blind_scores_are_cached_apart_from_the_imaged_ones(tmp_path):
     scorer = FakeScorer(ROWS)
     released = examples(IDS)
     ctx = fake_context({"name": "blind_image", "kind": "blind_image"}, released, scorer, tmp_path)
-    blind = apply_control(ctx)
+    blind = apply_control(ctx.cfg.control, ctx.examples)
     imaged_table = example_scores(ctx.scorer, ctx.model_key, released, tmp_path)
     blind_table = example_scores(ctx.scorer, ctx.model_key, blind, tmp_path)
     # The scorer saw images the first time and none the second: -1 per token, -5 more with an image.

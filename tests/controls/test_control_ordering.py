@@ -20,7 +20,7 @@ def test_order_hash_sorts_by_sha1_of_the_id():
     expected = sorted(IDS, key=sha1)
     assert expected != IDS  # otherwise the test could not tell the order from the release order
     ctx = fake_context({"name": "order_hash", "kind": "order_hash"}, examples(IDS), FakeScorer({}), None)
-    assert _ids(apply_control(ctx)) == expected
+    assert _ids(apply_control(ctx.cfg.control, ctx.examples, ctx.example_scores)) == expected
 
 
 def test_ties_are_broken_by_sha1_of_the_id_not_by_position():
@@ -56,10 +56,10 @@ def test_order_answer_len_sorts_shortest_first_from_the_cached_score_table(tmp_p
     ctx = fake_context({"name": "order_answer_len", "kind": "order_answer_len"}, examples(IDS), scorer, tmp_path)
     one_token = sorted(["bench::1", "bench::3"], key=sha1)
     three_tokens = sorted(["bench::0", "bench::5"], key=sha1)
-    assert _ids(apply_control(ctx)) == [*one_token, *three_tokens, "bench::2", "bench::4"]
+    assert _ids(apply_control(ctx.cfg.control, ctx.examples, ctx.example_scores)) == [*one_token, *three_tokens, "bench::2", "bench::4"]
     # The model scored the released order once; a second application reads the cache.
     assert [_ids(call) for call in scorer.calls] == [IDS]
-    assert _ids(apply_control(ctx)) == [*one_token, *three_tokens, "bench::2", "bench::4"]
+    assert _ids(apply_control(ctx.cfg.control, ctx.examples, ctx.example_scores)) == [*one_token, *three_tokens, "bench::2", "bench::4"]
     assert len(scorer.calls) == 1
 
 
@@ -70,10 +70,10 @@ def test_order_mink_sorts_by_the_mean_of_the_lowest_k_percent_of_z(tmp_path):
     ctx = fake_context({"name": "order_mink", "kind": "order_mink", "k_percent": 20.0}, examples(IDS),
                        FakeScorer(ROWS), tmp_path)
     tie = sorted(["bench::0", "bench::5"], key=sha1)
-    assert _ids(apply_control(ctx)) == ["bench::2", "bench::4", *tie, "bench::1", "bench::3"]
+    assert _ids(apply_control(ctx.cfg.control, ctx.examples, ctx.example_scores)) == ["bench::2", "bench::4", *tie, "bench::1", "bench::3"]
     # K = 50%: bench::4 -> mean of its 5 lowest = (-2 - 1 + 0 + 4 + 4) / 5 = 1.0; bench::2 -> mean(-3, 1) = -1.0
     ctx.cfg.control.k_percent = 50.0
-    ordered = _ids(apply_control(ctx))
+    ordered = _ids(apply_control(ctx.cfg.control, ctx.examples, ctx.example_scores))
     assert ordered.index("bench::2") < ordered.index("bench::1") < ordered.index("bench::3") < ordered.index("bench::4")
 
 
@@ -81,7 +81,7 @@ def test_released_order_controls_keep_the_examples(tmp_path):
     released = examples(IDS)
     for kind in ("none", "external_baseline", "negative_images"):
         ctx = fake_context({"name": kind, "kind": kind}, released, FakeScorer({}), tmp_path)
-        assert apply_control(ctx) == released
+        assert apply_control(ctx.cfg.control, ctx.examples, ctx.example_scores) == released
 
 
 def test_order_spearman_against_hand_computed_values():

@@ -127,6 +127,42 @@ def bottom_imports(package: Path) -> list[str]:
     return late
 
 
+# A cell's context (evaluators.context.CellContext) belongs to the evaluators and what runs them;
+# below them a function takes values. These names mark a context handed down by duck typing,
+# which no import statement shows: a parameter named ``ctx`` (the name every evaluator gives it;
+# the report's ``context`` is a template's), or a context's own attributes read or set.
+CONTEXT_PARAMETERS = ("ctx",)
+CONTEXT_ATTRIBUTES = ("cohort_additions", "example_scores", "scoring_metrics", "nonmember_examples")
+ABOVE_CONTEXT = {name for name, level in LAYER_OF.items() if level >= LAYER_OF["evaluators"]}
+
+
+def context_reach_ups(package: Path) -> list[str]:
+    """Places below the evaluators that take a cell context or use its attributes."""
+    found = []
+    for module, path in module_names(package).items():
+        if package_of(module) in ABOVE_CONTEXT:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                arguments = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+                found += [f"{module}:{node.lineno} takes {arg.arg}" for arg in arguments
+                          if arg.arg in CONTEXT_PARAMETERS]
+            elif isinstance(node, ast.Attribute) and node.attr in CONTEXT_ATTRIBUTES:
+                found.append(f"{module}:{node.lineno} uses .{node.attr}")
+    return found
+
+
+def test_nothing_below_the_evaluators_receives_a_cell_context():
+    assert context_reach_ups(PACKAGE) == []
+
+
+def test_the_guard_catches_a_duck_typed_context(tmp_path):
+    copy = _plant(tmp_path, "controls/__init__.py",
+                  "\n\ndef _planted(ctx):\n    ctx.cohort_additions = []\n    return ctx.example_scores()\n")
+    new = [line for line in context_reach_ups(copy) if line not in context_reach_ups(PACKAGE)]
+    assert len(new) == 3 and all(line.startswith("medexp.controls:") for line in new), new
+
+
 def test_every_import_points_down_or_stays_in_its_package():
     assert direction_violations(imports_of(PACKAGE)) == []
 
