@@ -14,7 +14,11 @@ the first one; once it is cached, the plan names the next.
 grid instead (``experiment=controlled_audit``: the published one): its cells, the teacher-forced
 scoring they need (each model on each benchmark once: the score cache serves every cell that
 reads it), examples, tokens per example from the checkpoint's processor, FLOPs, memory and GPU
-hours (:mod:`medexp.models.cost`). Only configs and processors are read, never weights.
+hours (:mod:`medexp.models.cost`). By default each model is sized from its published facts shipped
+in :mod:`medexp.models.published` (config.json architecture, processor rules; text tokens a stated
+round estimate), so nothing is downloaded and the hub is never contacted; ``--from-checkpoint``
+reads each checkpoint's config and processor instead (exact token counts; needs the checkpoint
+local or the hub). Never weights.
 """
 
 from __future__ import annotations
@@ -25,13 +29,14 @@ from pathlib import Path
 from typing import Sequence
 
 USAGE = """usage: python -m medexp.plan model=<name> [bench=<name>] [detector=<name>] [split.tasks=<n>] [other overrides]
-       python -m medexp.plan experiment=<grid preset> [--tflops=<achieved TFLOP/s>] [other overrides]
+       python -m medexp.plan experiment=<grid preset> [--tflops=<achieved TFLOP/s>] [--from-checkpoint] [other overrides]
 
 What the cell would compute first (its first cache entry not complete yet), and how split.tasks=<n>
 jobs would share it (docs/clusters.md, "Work bigger than one job"); nothing is computed.
 With experiment=<grid preset>, size the preset's whole grid: cells, scoring jobs, examples,
 tokens, FLOPs, memory and GPU hours at --tflops achieved per GPU (default 300, about 30% of an
-H100's dense BF16 peak); weights are never read.
+H100's dense BF16 peak); weights are never read. Models are sized from the published facts shipped
+with medexp (no download, no hub); --from-checkpoint reads each checkpoint's config and processor.
 Example: python -m medexp.plan model=demo_leaky detector=exch split.tasks=4
          python -m medexp.plan experiment=controlled_audit"""
 DEFAULT_TFLOPS = 300.0
@@ -102,11 +107,13 @@ def grid_blocks(overrides: list[str]) -> list | None:
     return None if grid is None else OmegaConf.to_container(grid)
 
 
-def grid_lines(blocks: list, overrides: list[str], tflops: float, locate=None) -> list[str]:
+def grid_lines(blocks: list, overrides: list[str], tflops: float, locate=None, from_checkpoint: bool = False) -> list[str]:
     """The size of a grid (its blocks combined with the command line's overrides, as the grid
     sweeper combines them): cells by detector, then one row per teacher-forced scoring job with
-    its examples, tokens, FLOPs, memory and GPU hours. ``locate(model_cfg, cache_dir)`` gives a
-    checkpoint's location (default: :func:`medexp.models.model_location`)."""
+    its examples, tokens, FLOPs, memory and GPU hours. Each model is sized from its published
+    facts (:mod:`medexp.models.published`, nothing fetched), or with ``from_checkpoint`` from its
+    checkpoint's config and processor, which ``locate(model_cfg, cache_dir)`` finds (default:
+    :func:`medexp.models.model_location`)."""
     from collections import Counter
 
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -118,6 +125,7 @@ def grid_lines(blocks: list, overrides: list[str], tflops: float, locate=None) -
     from medexp.evaluators import cell_model_configs, detector_kind
     from medexp.models import model_location
     from medexp.models.cost import memory_bytes
+    from medexp.models.published import TEXT_TOKENS_ESTIMATE
 
     parser = OverridesParser.create()
     # The preset is composed into every cell; the other overrides combine with its blocks.
@@ -144,8 +152,15 @@ def grid_lines(blocks: list, overrides: list[str], tflops: float, locate=None) -
              "| model | bench | examples | images | tokens/example | image tokens | TFLOP/example | PFLOP "
              "| PFLOP shared | weights+KV GiB | GPU h | GPU h shared |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    costs = {name: _model_cost(model_cfg, paths, locate or model_location)
-             for (name, _), (model_cfg, _, paths) in sorted(scoring.items())}
+    if from_checkpoint:
+        costs = {name: _model_cost(model_cfg, paths, locate or model_location)
+                 for (name, _), (model_cfg, _, paths) in sorted(scoring.items())}
+    else:
+        costs = {name: _published_cost(model_cfg) for (name, _), (model_cfg, _, _) in sorted(scoring.items())}
+        lines.insert(2, f"sized offline from published facts (medexp/models/published; --from-checkpoint reads the "
+                        f"checkpoints instead): architecture from each config.json, image tokens by the processor's "
+                        f"rule, text tokens (template, question, answer) estimated at {TEXT_TOKENS_ESTIMATE} per "
+                        "example, not counted by a tokenizer; shared prefix taken as the image tokens alone")
     images = {bench: _bench_images(bench_cfg, paths) for (_, bench), (_, bench_cfg, paths) in sorted(scoring.items())}
     hours = lambda flops: flops / (tflops * 1e12) / 3600  # noqa: E731
     total, total_shared, missing = 0.0, 0.0, []
@@ -204,11 +219,24 @@ def _model_cost(model_cfg, paths, locate):
         return f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
 
 
-def _split_grid_options(args: list[str]) -> tuple[list[str], dict[str, float]]:
-    overrides, options = [], {"tflops": DEFAULT_TFLOPS}
+def _published_cost(model_cfg):
+    """(architecture, cost of the default example) from the published facts, or why unknown."""
+    from medexp.models.preview import DEFAULT_SIDE
+    from medexp.models.published import PublishedFactsMissing, offline_cost
+
+    try:
+        return offline_cost(model_cfg, DEFAULT_SIDE, DEFAULT_SIDE)
+    except PublishedFactsMissing as missing:
+        return f"no offline estimate: {missing}"
+
+
+def _split_grid_options(args: list[str]) -> tuple[list[str], dict]:
+    overrides, options = [], {"tflops": DEFAULT_TFLOPS, "from_checkpoint": False}
     for arg in args:
         name, _, value = arg.partition("=")
-        if name == "--tflops":
+        if arg == "--from-checkpoint":
+            options["from_checkpoint"] = True
+        elif name == "--tflops":
             try:
                 options["tflops"] = float(value)
             except ValueError:
@@ -227,9 +255,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     blocks = grid_blocks(args)
     if blocks is not None:
-        overrides = [arg for arg in args if not arg.startswith("--tflops")]
+        overrides = [arg for arg in args if not arg.startswith(("--tflops", "--from-checkpoint"))]
         return answer_command_line("medexp.plan", USAGE, args, _split_grid_options, {},
-                                   lambda cfg, options: grid_lines(blocks, overrides, options["tflops"]))
+                                   lambda cfg, options: grid_lines(blocks, overrides, options["tflops"],
+                                                                   from_checkpoint=options["from_checkpoint"]))
     return answer_command_line("medexp.plan", USAGE, argv, lambda args: (args, {}), {"model": "the model"},
                                lambda cfg, _: plan_lines(cfg))
 

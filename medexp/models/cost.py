@@ -80,20 +80,28 @@ class ExampleCost:
 def architecture(model_cfg, location: str) -> Architecture:
     """The checkpoint's architecture from its config alone (the model is built on the meta device:
     no weights are read and no memory is taken)."""
+    import transformers
+
+    common = {"revision": model_cfg.revision, "trust_remote_code": bool(model_cfg.trust_remote_code)}
+    config = transformers.AutoConfig.from_pretrained(location, **common)
+    return architecture_of_config(config, getattr(model_cfg.family, "value", model_cfg.family),
+                                  trust_remote_code=common["trust_remote_code"])
+
+
+def architecture_of_config(config, family: str, trust_remote_code: bool = False) -> Architecture:
+    """The architecture of a transformers config, built on the meta device by the family's model
+    class (or the remote code's AutoModelForCausalLM that its ``auto_map`` names)."""
     import torch
     import transformers
 
     from medexp.models import scorer_class
 
-    common = {"revision": model_cfg.revision, "trust_remote_code": bool(model_cfg.trust_remote_code)}
-    config = transformers.AutoConfig.from_pretrained(location, **common)
     auto_map = getattr(config, "auto_map", None) or {}
-    family = getattr(model_cfg.family, "value", model_cfg.family)
     class_name = "AutoModelForCausalLM" if "AutoModelForCausalLM" in auto_map else scorer_class(family).MODEL_CLASS
     model_class = getattr(transformers, class_name)
     with torch.device("meta"):
         if class_name.startswith("Auto"):
-            model = model_class.from_config(config, trust_remote_code=common["trust_remote_code"])
+            model = model_class.from_config(config, trust_remote_code=trust_remote_code)
         else:
             model = model_class(config)
     named = dict(model.named_parameters())

@@ -84,7 +84,8 @@ def test_grid_counts_each_model_on_each_benchmark_once(checkpoints):
         {"model": "none", "bench": "vqa_rad", "detector": "image_nn", "embedder@detector.embedder": "siglip_b16",
          "corpus@detector.corpus": "pmc_oa", "control": "none"},
     ]
-    lines = plan.grid_lines(blocks, [], 300.0, locate=lambda model_cfg, _: checkpoints[model_cfg.name])
+    lines = plan.grid_lines(blocks, [], 300.0, locate=lambda model_cfg, _: checkpoints[model_cfg.name],
+                            from_checkpoint=True)
     assert lines[0] == "grid: 10 cells (exch_rank 8, image_nn 1, mink_tail 1)"
     assert lines[1].startswith("teacher-forced scoring: 5 jobs")
     rows = rows_of(lines)
@@ -113,7 +114,7 @@ def test_grid_counts_images_of_a_benchmark_on_this_machine(checkpoints):
 
     blocks = [{"model": "qwen2_5_vl", "bench": "demo", "detector": "exch_rank", "control": "none"}]
     lines = plan.grid_lines(blocks, ["bench.expected_examples=400"], 300.0,
-                            locate=lambda model_cfg, _: checkpoints[model_cfg.name])
+                            locate=lambda model_cfg, _: checkpoints[model_cfg.name], from_checkpoint=True)
     cfg = compose(["bench=demo"])
     demo = load_benchmark_from_config(cfg.bench, cfg.paths.cache_dir, pixels=False)
     examples, images, _, _, _, total, shared, _, hours, shared_hours = rows_of(lines)[("qwen2_5_vl", "demo")]
@@ -128,16 +129,162 @@ def test_an_unreachable_checkpoint_leaves_its_rows_unknown(checkpoints):
         return checkpoints[model_cfg.name]
 
     blocks = [{"model": ["qwen2_5_vl", "blip2"], "bench": "slake", "detector": "exch_rank", "control": "none"}]
-    lines = plan.grid_lines(blocks, [], 300.0, locate=locate)
+    lines = plan.grid_lines(blocks, [], 300.0, locate=locate, from_checkpoint=True)
     assert rows_of(lines)[("blip2", "slake")][2] == "unknown (below)"
     assert "not counted: blip2 on slake" in next(line for line in lines if line.startswith("total:"))
     assert "blip2: unknown, OSError: not on this machine" in lines
 
 
 def test_command_line_sizes_the_published_grid_without_a_model_override(monkeypatch, capsys):
-    """``experiment=controlled_audit`` needs no model= (the preset names them); --tflops is checked."""
-    monkeypatch.setattr(plan, "grid_lines", lambda blocks, overrides, tflops: [f"{len(blocks)} blocks at {tflops:g}"])
+    """``experiment=controlled_audit`` needs no model= (the preset names them); --tflops is checked;
+    --from-checkpoint switches from the published facts to the checkpoints."""
+    monkeypatch.setattr(plan, "grid_lines", lambda blocks, overrides, tflops, from_checkpoint:
+                        [f"{len(blocks)} blocks at {tflops:g} {from_checkpoint} {overrides}"])
     assert plan.main(["experiment=controlled_audit", "--tflops=400"]) == 0
-    assert capsys.readouterr().out.strip() == "6 blocks at 400"  # conf/experiment/controlled_audit.yaml's six
+    # conf/experiment/controlled_audit.yaml's six blocks
+    assert capsys.readouterr().out.strip() == "6 blocks at 400 False ['experiment=controlled_audit']"
+    assert plan.main(["experiment=controlled_audit", "--from-checkpoint"]) == 0
+    assert capsys.readouterr().out.strip() == "6 blocks at 300 True ['experiment=controlled_audit']"
     assert plan.main(["experiment=controlled_audit", "--tflops=-1"]) == 2
     assert "--tflops must be positive" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------- offline, from the published facts
+# The published config.json numbers (medexp/models/published/<family>/settings.json, sources in
+# its SOURCES.md), written out here as the hand computations below use them.
+QWEN_TEXT = dict(hidden=3584, layers=28, intermediate=18944, heads=28, kv_heads=4, vocab=152064)
+QWEN_VISION = dict(hidden=1280, depth=32, intermediate=3420, patch=14, temporal=2, merge=2, out=3584)
+# BLIP-2 OPT-2.7b: OPT from the config.json; the vision tower and Q-Former sizes are
+# transformers' defaults that its config.json leaves in place (shown by the checkpoint's module print).
+OPT = dict(hidden=2560, layers=32, ffn=10240, vocab=50304, positions=2048 + 2)
+BLIP_VISION = dict(hidden=1408, layers=39, intermediate=6144, patch=14, image=224)
+QFORMER = dict(hidden=768, layers=12, intermediate=3072, cross_every=2, queries=32)
+
+
+def linear(n_in: int, n_out: int, bias: bool = True) -> int:
+    return n_in * n_out + (n_out if bias else 0)
+
+
+def qwen2_5_vl_by_hand() -> tuple[int, int, int]:
+    """(parameters, vision parameters, input embedding) of Qwen2.5-VL-7B-Instruct."""
+    h, kv = QWEN_TEXT["hidden"], QWEN_TEXT["kv_heads"] * QWEN_TEXT["hidden"] // QWEN_TEXT["heads"]
+    layer = (linear(h, h) + 2 * linear(h, kv) + linear(h, h, bias=False)  # q, k, v with bias; o without
+             + 3 * linear(h, QWEN_TEXT["intermediate"], bias=False) + 2 * h)  # gate, up, down; two RMSNorms
+    embedding = QWEN_TEXT["vocab"] * h
+    text = 2 * embedding + QWEN_TEXT["layers"] * layer + h  # untied lm_head, final norm
+    v, inter = QWEN_VISION["hidden"], QWEN_VISION["intermediate"]
+    block = 2 * v + linear(v, 3 * v) + linear(v, v) + 2 * linear(v, inter) + linear(inter, v)
+    merged = v * QWEN_VISION["merge"] ** 2
+    vision = (3 * QWEN_VISION["temporal"] * QWEN_VISION["patch"] ** 2 * v  # Conv3d patch embedding, no bias
+              + QWEN_VISION["depth"] * block + v + linear(merged, merged) + linear(merged, QWEN_VISION["out"]))
+    return text + vision, vision, embedding
+
+
+def blip2_by_hand() -> tuple[int, int, int]:
+    """(parameters, vision parameters: tower, Q-Former, queries and projection, input embedding)
+    of BLIP-2 OPT-2.7b; OPT's output projection is tied to its input embedding."""
+    v, q = BLIP_VISION["hidden"], QFORMER["hidden"]
+    positions = (BLIP_VISION["image"] // BLIP_VISION["patch"]) ** 2 + 1  # patches and the class token
+    vision_layer = linear(v, 3 * v) + linear(v, v) + linear(v, BLIP_VISION["intermediate"]) \
+        + linear(BLIP_VISION["intermediate"], v) + 4 * v
+    tower = v + linear(3 * BLIP_VISION["patch"] ** 2, v) + positions * v + BLIP_VISION["layers"] * vision_layer + 2 * v
+    self_attention = 4 * linear(q, q) + 2 * q
+    feed_forward = linear(q, QFORMER["intermediate"]) + linear(QFORMER["intermediate"], q) + 2 * q
+    cross_attention = 2 * linear(q, q) + 2 * linear(v, q) + 2 * q  # keys and values read the tower's width
+    qformer = 2 * q + QFORMER["layers"] * (self_attention + feed_forward) \
+        + QFORMER["layers"] // QFORMER["cross_every"] * cross_attention
+    image_side = tower + qformer + QFORMER["queries"] * q + linear(q, OPT["hidden"])
+    h = OPT["hidden"]
+    opt_layer = 4 * linear(h, h) + 4 * h + linear(h, OPT["ffn"]) + linear(OPT["ffn"], h)
+    embedding = OPT["vocab"] * h
+    opt = embedding + OPT["positions"] * h + 2 * h + OPT["layers"] * opt_layer
+    return image_side + opt, image_side, embedding
+
+
+@pytest.mark.parametrize("family,by_hand", [("qwen2_5_vl", qwen2_5_vl_by_hand), ("blip2", blip2_by_hand)])
+def test_published_architecture_matches_the_config_numbers_by_hand(family, by_hand):
+    from medexp.models.published import published_architecture
+
+    arch = published_architecture(family)
+    assert (arch.params, arch.vision_params, arch.embedding_params) == by_hand()
+
+
+def test_published_parameter_counts_match_the_published_totals():
+    """Totals published apart from the config numbers: the 8.29B parameters a training log printed
+    on loading Qwen2.5-VL-7B-Instruct, the 3.74B a model listing gives BLIP-2 OPT-2.7b and the
+    4.30B advertised for gemma-3-4b-it, MedGemma-4B's base (SOURCES.md)."""
+    from medexp.models.published import published_architecture
+
+    assert round(published_architecture("qwen2_5_vl").params / 1e9, 2) == 8.29
+    assert round(published_architecture("blip2").params / 1e9, 2) == 3.74
+    assert round(published_architecture("gemma3").params / 1e9, 2) == 4.30
+
+
+def offline_grid(monkeypatch, models: list[str], bench: str = "slake") -> list[str]:
+    """The offline grid with every way to a checkpoint or the network made to fail: reading a
+    checkpoint's config, processor or tokenizer, locating one, or opening a socket."""
+    import socket
+
+    import transformers
+
+    import medexp.models
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"the offline estimate reached for a checkpoint or the network: {args[:2]}")
+
+    for name in ("AutoConfig", "AutoProcessor", "AutoTokenizer"):
+        monkeypatch.setattr(getattr(transformers, name), "from_pretrained", refuse)
+    monkeypatch.setattr(medexp.models, "model_location", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the benchmark's image count: its local copy only
+    blocks = [{"model": models, "bench": bench, "detector": "exch_rank", "control": "none"}]
+    return plan.grid_lines(blocks, [], 300.0)
+
+
+def test_offline_grid_rows_by_hand(monkeypatch):
+    """Rows sized from the published facts alone: tokens, TFLOP, memory and hours computed here
+    from the config.json numbers and the processors' rules."""
+    from medexp.models.published import TEXT_TOKENS_ESTIMATE
+    from tests.models.test_published_processing import qwen_image_tokens
+
+    lines = offline_grid(monkeypatch, ["qwen2_5_vl", "blip2"])
+    rows = rows_of(lines)
+    assert any(f"estimated at {TEXT_TOKENS_ESTIMATE} per example" in line for line in lines)
+    qwen_tokens = qwen_image_tokens(SIDE, SIDE, published_settings("qwen2_5_vl")["preprocessor_config"])
+    assert qwen_tokens == 324
+    blip_tokens = published_settings("blip2")["processor_config"]["num_query_tokens"]
+    cases = {
+        # patches the tower reads: Qwen's 504 px resize in 14 px patches; BLIP's 224 px image
+        "qwen2_5_vl": (qwen2_5_vl_by_hand(), qwen_tokens, (504 // 14) ** 2, QWEN_TEXT["layers"],
+                       QWEN_TEXT["hidden"], QWEN_TEXT["kv_heads"] * 128),
+        "blip2": (blip2_by_hand(), blip_tokens, (224 // 14) ** 2, OPT["layers"], OPT["hidden"], OPT["hidden"]),
+    }
+    for model, ((params, vision, embedding), image_tokens, patches, layers, width, kv_width) in cases.items():
+        examples, images, tokens, shown_image_tokens, per_example, total, shared, memory, hours, _ = \
+            rows[(model, "slake")]
+        assert (int(examples), int(shown_image_tokens)) == (1061, image_tokens)
+        tokens_by_hand = image_tokens + TEXT_TOKENS_ESTIMATE
+        assert int(tokens) == tokens_by_hand
+        flops = (2 * (params - vision - embedding) * tokens_by_hand + 2 * vision * patches
+                 + 2 * layers * tokens_by_hand**2 * width)
+        assert per_example == f"{flops / 1e12:.2f}"
+        assert total == f"{1061 * flops / 1e15:.2f}"
+        assert hours == f"{1061 * flops / 300e12 / 3600:.2f}"
+        # bfloat16 weights plus keys and values of a 16384-token batch (the YAMLs' token_budget)
+        assert memory == f"{(2 * params + 2 * layers * kv_width * 16384 * 2) / 2**30:.1f}"
+        assert images == shared == "unknown"  # SLAKE is not on this machine
+
+
+def test_offline_grid_says_why_a_model_is_unknown(monkeypatch):
+    """A family whose config.json was not found is unknown with that reason, never guessed; so is
+    a checkpoint other than the published one."""
+    lines = offline_grid(monkeypatch, ["llava_onevision", "medgemma"])
+    assert rows_of(lines)[("llava_onevision", "slake")][2] == "unknown (below)"
+    assert any(line.startswith("llava_onevision: unknown, no offline estimate: the published config.json of "
+                               "llava-hf/llava-onevision-qwen2-7b-ov-hf was not found whole") for line in lines)
+    assert rows_of(lines)[("medgemma", "slake")][3] == "256"  # Gemma 3's image_seq_length
+    blocks = [{"model": "qwen2_5_vl", "bench": "slake", "detector": "exch_rank", "control": "none"}]
+    lines = plan.grid_lines(blocks, ["model.pretrained=/data/my-finetune"], 300.0)
+    assert "qwen2_5_vl: unknown, no offline estimate: model.pretrained=/data/my-finetune is not the published " \
+           "checkpoint Qwen/Qwen2.5-VL-7B-Instruct: size it with --from-checkpoint" in lines

@@ -3,7 +3,7 @@ SLAKE question, the prompt the adapter writes, the image tokens the processor ex
 the answer tokens scored after it.
 
 The checkpoints are tiny random-weight models built with the published processor settings and
-chat templates (tests/fixtures/published, sources in its SOURCES.md) and the model YAMLs of
+chat templates (medexp/models/published, sources in its SOURCES.md) and the model YAMLs of
 conf/model; only the vocabulary (trained here, with the real special tokens) and the widths are
 small. Every expected prompt is written out from the published template, and every image-token
 count is computed here from the published settings with the processor's documented rule; none is

@@ -6,14 +6,13 @@ one's structure and end tokens) and the real model class from a config with tiny
 saves both with ``save_pretrained``; the adapters load them back through ``from_pretrained``.
 
 With ``published=True`` a builder uses the family's published processor settings and chat
-template instead (``tests/fixtures/published/<family>``, sources in its SOURCES.md): the prompt
+template instead (``medexp/models/published/<family>``, sources in its SOURCES.md): the prompt
 and the number of image tokens are then those of the real checkpoint, and only the vocabulary
 (trained here, carrying the real special tokens) and the model's widths are small.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -23,6 +22,7 @@ from PIL import Image
 
 from medexp.benchmarks.base import Example
 from medexp.demo.scans import ScanSpec, png_bytes, render_scan
+from medexp.models.published import published_settings
 
 VOCAB_SIZE = 400
 TEXT_HIDDEN = 32
@@ -46,20 +46,6 @@ TEXT_QA = [
     ("Is a CT scan an X-ray technique?", "yes"),
 ]
 LONG_TEXT = "".join(f"Question: {q}\nAnswer: {a}\n" for q, a, _, _ in IMAGE_QA)
-
-
-PUBLISHED = Path(__file__).resolve().parents[1] / "fixtures" / "published"
-
-
-def published_settings(family: str) -> dict:
-    """The published settings of a family (``settings.json``), with its chat template, if it has
-    one, under ``chat_template``."""
-    directory = PUBLISHED / family
-    settings = json.loads((directory / "settings.json").read_text())
-    template = directory / "chat_template.jinja"
-    if template.exists():
-        settings["chat_template"] = template.read_text()
-    return settings
 
 
 def with_published_specials(special_tokens: list[str], settings: dict) -> list[str]:

@@ -194,7 +194,7 @@ def build_blip2(out_dir: Path, padding_side: str = "right", num_query_tokens: in
     (Llama conventions with ``<s>``, as CheXagent). ``num_query_tokens=None`` writes a processor
     that does not expand image tokens itself (as processors saved before transformers did).
     ``published`` ("blip2" or "chexagent") takes the image size and the number of query tokens
-    from that family's published settings (tests/fixtures/published)."""
+    from that family's published settings (medexp/models/published)."""
     from transformers import Blip2ForConditionalGeneration, Blip2Processor
 
     torch.manual_seed(seed)

@@ -1,0 +1,137 @@
+"""The published facts of the audited checkpoints, shipped with the package so that sizing an
+audit (``python -m medexp.plan experiment=<grid>``) needs no hub access and no checkpoint.
+
+``<family>/settings.json`` holds, per adapter family, the values of the published configuration
+files that decide cost: the processor rules (image size, patch and merge sizes, query or image
+token counts), and under ``config`` the architecture of the checkpoint's ``config.json`` where it
+was found, with ``source`` naming where each came from (details and what was not found:
+SOURCES.md). The tests build their tiny "published" checkpoints from the same files.
+
+:func:`offline_cost` turns them into the same :class:`~medexp.models.cost.ExampleCost` that
+:func:`medexp.models.cost.scoring_cost` computes from a checkpoint, for the default example (a
+512 x 512 image and a SLAKE question): the architecture is built from ``config`` on PyTorch's meta
+device by the family's transformers class, the image tokens follow the processor's rule, and the
+text tokens, without the real tokenizer, are the round estimate :data:`TEXT_TOKENS_ESTIMATE`.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from medexp.models.cost import Architecture, ExampleCost, architecture_of_config, example_cost
+
+PUBLISHED_DIR = Path(__file__).resolve().parent
+# Text tokens of one example without the real tokenizer: the template's markers and any system
+# turn, a SLAKE question (about 10 tokens) and a short answer. A round assumption, printed with
+# every offline estimate; a checkpoint's processor counts them exactly (--from-checkpoint).
+TEXT_TOKENS_ESTIMATE = 32
+
+
+class PublishedFactsMissing(LookupError):
+    """The published facts of a family do not suffice for an estimate (the reason is the message)."""
+
+
+def published_settings(family: str) -> dict[str, Any]:
+    """The published settings of a family (``settings.json``), with its chat template, if it has
+    one, under ``chat_template``. A fresh dict each call (callers may change it)."""
+    return json.loads(json.dumps(_settings(family)))
+
+
+@lru_cache(maxsize=None)
+def _settings(family: str) -> dict[str, Any]:
+    directory = PUBLISHED_DIR / family
+    if not (directory / "settings.json").is_file():
+        raise PublishedFactsMissing(f"no published facts for family {family!r} in {PUBLISHED_DIR}")
+    settings = json.loads((directory / "settings.json").read_text())
+    template = directory / "chat_template.jinja"
+    if template.exists():
+        settings["chat_template"] = template.read_text()
+    return settings
+
+
+def image_tokens_and_patches(family: str, settings: dict[str, Any], height: int, width: int) -> tuple[int, int]:
+    """(tokens standing for the image in the language model's input, patches the image tower
+    reads) for one image under the family's published processor rule. Families whose rule is not
+    implemented here raise :class:`PublishedFactsMissing`."""
+    if family == "qwen2_5_vl":
+        # Each side rounded to a multiple of patch x merge (28 px), every 2 x 2 block of 14 px
+        # patches merged into one token; min/max pixels bound the area (512 x 512 is inside).
+        rules = settings["preprocessor_config"]
+        patch, merge = rules["patch_size"], rules["merge_size"]
+        side_h, side_w = (max(merge * patch, round(side / (patch * merge)) * patch * merge) for side in (height, width))
+        if not rules["min_pixels"] <= side_h * side_w <= rules["max_pixels"]:
+            raise PublishedFactsMissing(f"{height} x {width} needs Qwen2.5-VL's pixel-budget rescaling, not implemented")
+        patches = (side_h // patch) * (side_w // patch)
+        return patches // merge**2, patches
+    if family == "gemma3":
+        # Pan-and-scan is off as published: one crop resized to the tower's size, a fixed number of
+        # soft tokens (the tower's patches pooled down).
+        if settings["preprocessor_config"].get("do_pan_and_scan"):
+            raise PublishedFactsMissing("Gemma 3 pan-and-scan crops are not implemented")
+        vision = settings["config"]["vision_config"]
+        return settings["processor_config"]["image_seq_length"], (vision["image_size"] // vision["patch_size"]) ** 2
+    if family == "blip2":
+        # One resized image; the Q-Former's queries stand for it whatever its size.
+        size = settings["preprocessor_config"]["size"]
+        patch = _blip_patch_size(settings)
+        return settings["processor_config"]["num_query_tokens"], (size["height"] // patch) * (size["width"] // patch)
+    raise PublishedFactsMissing(f"the {family} processor's image-token rule is not implemented offline")
+
+
+def _blip_patch_size(settings: dict[str, Any]) -> int:
+    from transformers import Blip2VisionConfig
+
+    # Not in the published config.json: the transformers default fills it when the checkpoint loads.
+    return int(settings["config"]["vision_config"].get("patch_size", Blip2VisionConfig().patch_size))
+
+
+@lru_cache(maxsize=None)
+def published_architecture(family: str) -> Architecture:
+    """The architecture of the family's published ``config.json`` (meta device, no weights)."""
+    from transformers import AutoConfig
+
+    settings = _settings(family)
+    # Only a config.json found whole (its source named) is built: a partial one (CheXagent's) would
+    # have transformers' defaults stand in for the values that were not found.
+    if "config" not in settings.get("source", {}):
+        raise PublishedFactsMissing(f"the published config.json of {settings['checkpoint']} was not found whole "
+                                    "(medexp/models/published/SOURCES.md)")
+    values = json.loads(json.dumps(settings["config"]))
+    config = AutoConfig.for_model(values.pop("model_type"), **values)
+    return architecture_of_config(config, family)
+
+
+def offline_preview(model_cfg, height: int, width: int) -> dict[str, Any]:
+    """The token counts :func:`medexp.models.cost.example_cost` needs (the keys of
+    ``prompt_preview``'s summary), from the published facts: image tokens and patches by the
+    processor's rule, text tokens :data:`TEXT_TOKENS_ESTIMATE`. The shared prefix is taken as the
+    image tokens alone (the real one also holds the template's leading tokens), so shared-prefix
+    savings are, if anything, understated."""
+    from medexp.models import scorer_class
+
+    family = _published_family(model_cfg)
+    settings = _settings(family)
+    image_tokens, patches = image_tokens_and_patches(family, settings, height, width)
+    shares = bool(model_cfg.shared_prefix) and scorer_class(family).SHARED_PREFIX_UNSUPPORTED is None
+    return {"total_tokens": image_tokens + TEXT_TOKENS_ESTIMATE, "image_tokens": image_tokens,
+            "vision_patches": patches, "image_prefix_tokens": image_tokens, "shared_prefix": shares}
+
+
+def offline_cost(model_cfg, height: int, width: int) -> tuple[Architecture, ExampleCost]:
+    """(architecture, cost of one example on a ``height`` x ``width`` image) from the published
+    facts alone: nothing is downloaded and no checkpoint is read."""
+    arch = published_architecture(_published_family(model_cfg))
+    return arch, example_cost(arch, offline_preview(model_cfg, height, width))
+
+
+def _published_family(model_cfg) -> str:
+    """The model's family, once its checkpoint is the one the published facts describe."""
+    family = getattr(model_cfg.family, "value", model_cfg.family)
+    checkpoint = _settings(family)["checkpoint"]
+    if model_cfg.pretrained != checkpoint:
+        raise PublishedFactsMissing(f"model.pretrained={model_cfg.pretrained} is not the published checkpoint "
+                                    f"{checkpoint}: size it with --from-checkpoint")
+    return family
