@@ -144,6 +144,13 @@ def answer(cfg, options: dict[str, float | None]) -> list[str]:
         needed = None if effect is None else pw.one_sample_t_n(effect, alpha, power, sided)
         if needed is not None and needed > len(examples):
             lines.append(f"{needed} shards need at least {needed} examples (one per shard)")
+    elif formula.family == TWO_SAMPLE_T and kind == "overlap_gap":
+        flagged, unflagged = overlap_images(cfg, benchmark)
+        n = flagged + unflagged
+        lines.append(f"images: {flagged} flagged, {unflagged} unflagged (detector.flag={cfg.detector.flag} of "
+                     f"model={cfg.model.name}'s scores; an image is flagged when one of its questions is)")
+        mde = pw.two_sample_t_mde(flagged, unflagged, alpha, power, sided)
+        needed = None if effect is None else pw.two_sample_t_n(effect, alpha, power, sided, first_share=flagged / n)
     elif formula.family == TWO_SAMPLE_T:
         from medexp.detectors.dataset_inference import scored_half_size
 
@@ -247,6 +254,31 @@ def simulated_sizes(cfg, kind: str) -> tuple[dict[str, float], str]:
     raise NotImplementedError(f"no simulated sizes for detector kind {kind!r}")
 
 
+def overlap_images(cfg, benchmark) -> tuple[int, int]:
+    """(flagged, unflagged) images of an overlap_gap cell: its questions' flags come from the cell
+    model's scores (a record's flag column), its images from the benchmark (detector.image_field)."""
+    from pathlib import Path
+
+    from medexp.detectors.overlap_gap import example_flags
+    from medexp.evaluators.context import CellContext
+    from medexp.evaluators.overlap import example_clusters
+
+    ctx = CellContext(cfg, 0, benchmark, list(benchmark.examples), Path(cfg.paths.cache_dir))
+    scores = ctx.example_scores()
+    flags = dict(zip(scores["example_id"], example_flags(scores, str(cfg.detector.flag))))
+    clusters = example_clusters(ctx, cfg.detector)
+    images: dict[str, bool] = {}
+    for example_id, image in zip(clusters["example_id"], clusters["image"]):
+        if example_id in flags:
+            key = str(image) if image is not None else example_id  # an example without an image is its own cluster
+            images[key] = images.get(key, False) or bool(flags[example_id])
+    flagged = sum(images.values())
+    if flagged == 0 or flagged == len(images):
+        raise ValueError(f"detector=overlap_gap needs flagged and unflagged images; model={cfg.model.name}'s "
+                         f"{cfg.detector.flag} flags {flagged} of {len(images)} images")
+    return flagged, len(images) - flagged
+
+
 def load_benchmark(cfg, split: str | None = None):
     """The bench (its ``split``, else its own) after its own filters and the skips for the fields the detector reads."""
     from omegaconf import OmegaConf
@@ -256,8 +288,11 @@ def load_benchmark(cfg, split: str | None = None):
     bench_cfg = cfg.bench
     if split is not None:
         bench_cfg = OmegaConf.merge(cfg.bench, {"split": split})
+    from medexp.evaluators import cell_reads_pixels
+
     needs = OmegaConf.get_type(cfg.detector).example_fields
-    return load_benchmark_from_config(bench_cfg, cfg.paths.cache_dir, needs)
+    # a cell that reads no image (records of scores) loads the bench from its annotations alone, as its run does
+    return load_benchmark_from_config(bench_cfg, cfg.paths.cache_dir, needs, pixels=cell_reads_pixels(cfg))
 
 
 def paired_n(cfg, kind: str, benchmark) -> int:

@@ -59,7 +59,7 @@ POWER_FORMULAS = {
                                       "half A fits the model)", "Cohen's d of the aggregated membership score",
                                       "one-sided Welch t-test of the linear model's scores on half B: members above "
                                       "non-members"),
-    "overlap_gap": PowerFormula(TWO_SAMPLE_T, "one", "flagged images (against the unflagged images)",
+    "overlap_gap": PowerFormula(TWO_SAMPLE_T, "one", "images (flagged and unflagged)",
                                 "Cohen's d of the images' mean scores, flagged against unflagged",
                                 "one-sided image-permutation test of the flagged-minus-unflagged gap in mean "
                                 "score (the t-test of image means approximates it)"),

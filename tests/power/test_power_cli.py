@@ -71,6 +71,28 @@ def test_dataset_inference_counts_the_tested_half_and_codec_both_splits():
                                                               for line in lines)
 
 
+def test_overlap_gap_counts_flagged_and_unflagged_images_of_a_record():
+    """SLAKE's test.json alone (no pixels for a record) and the audit's flags: 247 flagged questions
+    fall on 19 of the 96 English-test images (counted by hand from the copied files)."""
+    import json
+
+    from tests.conftest import REPO as root
+
+    audit = json.loads((root / "medexp/data/realdata/medvlm-contamination-audit/slake_en_overlap_inflation.json").read_text())
+    slake = json.loads((root / "medexp/data/realdata/slake/test.json").read_text())
+    image_of = {f"slake_en::test::{row['qid']}": row["img_id"] for row in slake}
+    flagged_images = {image_of[record["example_id"]] for record in audit["records"] if record["flagged"]}
+    all_images = {image_of[record["example_id"]] for record in audit["records"]}
+    assert (len(flagged_images), len(all_images)) == (19, 96)
+    overrides, options = split_arguments(["bench=slake", f"bench.root={root}/medexp/data/realdata/slake",
+                                          "detector=overlap_gap", "model=qwen2_5_vl_record", "effect=1.0"])
+    lines = answer(compose(overrides), options)
+    assert "n: 96 images (flagged and unflagged)" in lines
+    assert f"MDE: {pw.two_sample_t_mde(19, 77, 0.01):.4g} Cohen's d of the images' mean scores, flagged against unflagged" in lines
+    needed = pw.two_sample_t_n(1.0, 0.01, 0.8, "one", first_share=19 / 96)
+    assert any(line.startswith(f"effect 1 needs n = {needed} images") for line in lines)
+
+
 def test_text_only_tests_against_the_options_chance_rate():
     overrides, options = split_arguments(["bench=demo", "detector=text_only", "chance=0.25"])
     lines = answer(compose(overrides), options)
