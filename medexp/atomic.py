@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+log = logging.getLogger("medexp")
 
 
 @contextmanager
@@ -47,13 +51,21 @@ def build_directory_once(target: Path, manifest: str, build: Callable[[Path], di
     outright (SIGKILL, a node lost) leaves its staging directory behind; the next build of
     ``target`` removes it, since whoever holds the lock is the only live builder.
     """
-    from filelock import FileLock
-
     target = Path(target)
     if (target / manifest).is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(target) + ".lock"):
+
+    def progress() -> str:  # what the builder holding the lock has written so far
+        written = 0
+        for path in target.parent.glob(f".{target.name}.tmp-*/**/*"):
+            try:
+                written += path.stat().st_size if path.is_file() else 0
+            except OSError:  # renamed into place or removed meanwhile
+                pass
+        return f"{written / 2**20:.1f} MiB written so far"
+
+    with waiting_lock(str(target) + ".lock", f"another process building {target}", progress):
         if (target / manifest).is_file():  # another process built it while this one waited
             return target
         for leftover in target.parent.glob(f".{target.name}.tmp-*"):
@@ -68,6 +80,28 @@ def build_directory_once(target: Path, manifest: str, build: Callable[[Path], di
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+@contextmanager
+def waiting_lock(lock_path: str, holder: str, progress: Callable[[], str] | None = None,
+                 every_s: float = 15.0) -> Iterator[None]:
+    """Hold the file lock at ``lock_path``; while another process holds it, say so every
+    ``every_s`` seconds (``holder`` names what it does, ``progress()`` how far it has come), so
+    a command that waits is never silent."""
+    from filelock import FileLock, Timeout
+
+    lock, started = FileLock(lock_path), time.monotonic()
+    while True:
+        try:
+            lock.acquire(timeout=every_s)
+            break
+        except Timeout:
+            done = f"; {progress()}" if progress is not None else ""
+            log.info("waiting for %s (lock %s, %.0f s so far%s)", holder, lock_path, time.monotonic() - started, done)
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 class DiskFull(OSError):

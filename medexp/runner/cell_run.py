@@ -8,7 +8,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from medexp.atomic import disk_full
+from medexp.atomic import disk_full, waiting_lock
 from medexp.cell import Cell
 from medexp.hashing import stable_hash
 from medexp.portable import kernel_settings
@@ -192,12 +192,11 @@ def _compute(cfg: DictConfig, cell: Cell, inputs) -> tuple[dict[str, float], dic
 
 def _cell_lock(cfg: DictConfig, cell: Cell, fingerprint: str):
     """A file lock per cell and settings: two processes starting the same cell compute it once
-    (the second waits, then finds the first one's finished run)."""
-    from filelock import FileLock
-
+    (the second waits, saying so, then finds the first one's finished run)."""
     locks = Path(cfg.paths.cache_dir) / "locks"
     locks.mkdir(parents=True, exist_ok=True)
-    return FileLock(str(locks / f"cell-{stable_hash([cell.key, fingerprint], length=24)}.lock"))
+    return waiting_lock(str(locks / f"cell-{stable_hash([cell.key, fingerprint], length=24)}.lock"),
+                        f"another process computing cell {cell.key}")
 
 
 def _flatten(tree, prefix: str = "") -> dict[str, object]:

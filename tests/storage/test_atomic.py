@@ -46,3 +46,32 @@ def test_a_complete_target_is_returned_without_building(tmp_path):
     assert build_directory_once(target, "manifest.json", _writes("second")) == target
     assert (target / "weights.txt").read_text() == "first"
     assert not list(tmp_path.glob(f".model-abc.tmp-{os.getpid()}"))
+
+
+def test_a_process_waiting_for_a_build_says_so_with_its_progress(tmp_path, caplog):
+    import logging
+    import threading
+    import time
+
+    from filelock import FileLock
+
+    from medexp.atomic import waiting_lock
+
+    held = threading.Event()
+
+    def build_elsewhere() -> None:  # another builder holding the lock for half a second
+        with FileLock(str(tmp_path / "x.lock")):
+            held.set()
+            time.sleep(0.5)
+
+    threading.Thread(target=build_elsewhere).start()
+    held.wait()
+    with caplog.at_level(logging.INFO, logger="medexp"):
+        started = time.monotonic()
+        with waiting_lock(str(tmp_path / "x.lock"), "another process building x", lambda: "3.0 MiB written so far",
+                          every_s=0.1):
+            waited = time.monotonic() - started
+    assert waited >= 0.4
+    notes = [record.getMessage() for record in caplog.records if "waiting for" in record.getMessage()]
+    assert notes and notes[0].startswith(f"waiting for another process building x (lock {tmp_path / 'x.lock'}, ")
+    assert notes[0].endswith("; 3.0 MiB written so far)")
