@@ -70,16 +70,26 @@ def build_directory_once(target: Path, manifest: str, build: Callable[[Path], di
             return target
         for leftover in target.parent.glob(f".{target.name}.tmp-*"):
             shutil.rmtree(leftover, ignore_errors=True)
-        staging = target.parent / f".{target.name}.tmp-{os.getpid()}"
-        try:
-            staging.mkdir()
+        with atomic_directory(target) as staging:  # replaces an incomplete directory of an earlier attempt
             record = build(staging)
             (staging / manifest).write_text(json.dumps(record, indent=1), encoding="utf-8")
-            shutil.rmtree(target, ignore_errors=True)  # an incomplete directory of an earlier attempt
-            os.replace(staging, target)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+@contextmanager
+def atomic_directory(target: Path) -> Iterator[Path]:
+    """An empty staging directory beside ``target``, renamed onto it (replacing what is there) when
+    the block succeeds and removed otherwise: ``target`` is whole or absent, never half-written."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.parent / f".{target.name}.tmp-{os.getpid()}"
+    try:
+        staging.mkdir()
+        yield staging
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 @contextmanager

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from medexp.atomic import disk_full, waiting_lock
+from medexp.atomic import atomic_directory, disk_full, waiting_lock
 from medexp.cell import Cell
 from medexp.hashing import stable_hash
 from medexp.portable import kernel_settings
@@ -19,6 +21,7 @@ from medexp.stats import PERMUTATION_ENGINE
 
 log = logging.getLogger("medexp")
 
+_KEPT_RECORD = "result.json"  # a kept result's metrics, warnings and kernel tags, beside its files/
 # Config sections that do not change a cell's result; left out of its fingerprint.
 _RUN_NEUTRAL_KEYS = ("force", "paths", "tracking", "split")
 
@@ -108,16 +111,11 @@ def run_cell(cfg: DictConfig, parent_run_id: str | None = None, tracker=None) ->
                 tracker.log_files(run_id, {"config.yaml": OmegaConf.to_yaml(resolved)})
                 if load_error is not None:
                     raise load_error
-                metrics, files, warnings = _compute(cfg, cell, inputs)
-                # after the work, so the kernels torch chose for it are known
-                tracker.set_tags(run_id, {f"medexp.kernel.{name}": value for name, value in kernel_settings().items()})
-                tracker.log_metrics(run_id, metrics)
-                tracker.log_files(run_id, files)
-                if warnings:
-                    for warning in warnings:
-                        log.warning("cell %s: %s", cell.key, warning)
-                    tracker.set_tags(run_id, {"medexp.warnings": "\n".join(warnings)})
+                kept = Path(cfg.paths.cache_dir) / "unlogged" / stable_hash([cell.key, fingerprint, inputs.inputs_hash],
+                                                                             length=24)
+                metrics, warnings = _record(tracker, run_id, cfg, cell, inputs, kept)
             tracker.finish(run_id)
+            shutil.rmtree(kept, ignore_errors=True)
         except BaseException as error:
             interrupted = signal_name(error)
             if interrupted is not None:
@@ -178,6 +176,48 @@ def _reusable(done, cell: Cell):
                  "probes are asked)", cell.key, done.run_id, int(done.metrics["n_errors"]))
         return None
     return done
+
+
+def _record(tracker, run_id: str, cfg: DictConfig, cell: Cell, inputs, kept: Path) -> tuple[dict[str, float], list[str]]:
+    """Compute the cell and log its result (metrics, artefacts, kernel and warning tags) to the
+    run; returns the metrics and warnings. A result computed but refused by the store is kept in
+    ``kept``, and one kept there earlier is logged instead of computing again: the rerun after a
+    lost server does not redo the work."""
+    from medexp.tracking import write_files
+
+    folder = kept / "files"
+    if (kept / _KEPT_RECORD).is_file():
+        record, files = json.loads((kept / _KEPT_RECORD).read_text(encoding="utf-8")), None
+        log.info("cell %s: logging the result computed earlier that its store refused (kept in %s)", cell.key, kept)
+    else:
+        metrics, files, warnings = _compute(cfg, cell, inputs)
+        # after the work, so the kernels torch chose for it are known
+        kernel = {f"medexp.kernel.{name}": value for name, value in kernel_settings().items()}
+        record = {"metrics": metrics, "warnings": list(warnings), "tags": kernel}
+    try:
+        tracker.set_tags(run_id, record["tags"])
+        tracker.log_metrics(run_id, record["metrics"])
+        if files is None:
+            tracker.log_folder(run_id, folder)
+        else:
+            tracker.log_files(run_id, files)
+    except Exception as error:
+        if files is not None and disk_full(error) is None:  # the store refused a fresh result: keep it
+            try:
+                with atomic_directory(kept) as staging:
+                    write_files(files, staging / "files")
+                    (staging / _KEPT_RECORD).write_text(json.dumps(record), encoding="utf-8")
+                log.warning("cell %s: its result is kept in %s; rerunning the cell logs it without computing", cell.key,
+                            kept)
+            except OSError as unkept:
+                log.warning("cell %s: its result could not be kept either (%s)", cell.key, unkept)
+        raise
+    warnings = record["warnings"]
+    if warnings:
+        for warning in warnings:
+            log.warning("cell %s: %s", cell.key, warning)
+        tracker.set_tags(run_id, {"medexp.warnings": "\n".join(warnings)})
+    return record["metrics"], warnings
 
 
 def _compute(cfg: DictConfig, cell: Cell, inputs) -> tuple[dict[str, float], dict[str, object], list[str]]:

@@ -25,6 +25,6 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 from medexp.tracking.reconcile import ReconciledRun  # noqa: E402 - after the switch above
 from medexp.tracking.store import TrackingUnavailable, tracking_uri, ui_command
-from medexp.tracking.tracker import TrackedRun, Tracker
+from medexp.tracking.tracker import TrackedRun, Tracker, write_files
 
-__all__ = ["ReconciledRun", "TrackedRun", "Tracker", "TrackingUnavailable", "tracking_uri", "ui_command"]
+__all__ = ["ReconciledRun", "TrackedRun", "Tracker", "TrackingUnavailable", "tracking_uri", "ui_command", "write_files"]

@@ -141,18 +141,12 @@ class Tracker:
     def log_files(self, run_id: str, files: dict[str, Any], artifact_path: str | None = None) -> None:
         """Write ``files`` (name -> str, bytes, DataFrame or matplotlib Figure) and upload them at once."""
         with tempfile.TemporaryDirectory() as tmp:
-            for name, content in files.items():
-                path = Path(tmp) / name
-                path.parent.mkdir(parents=True, exist_ok=True)  # a name may hold a folder
-                if isinstance(content, str):
-                    path.write_text(content, encoding="utf-8")
-                elif isinstance(content, bytes):
-                    path.write_bytes(content)
-                elif hasattr(content, "to_parquet"):
-                    content.to_parquet(path, index=False)
-                else:
-                    content.savefig(path, dpi=120)
-            self.client.log_artifacts(run_id, tmp, artifact_path)
+            write_files(files, Path(tmp))
+            self.log_folder(run_id, Path(tmp), artifact_path)
+
+    def log_folder(self, run_id: str, folder: Path, artifact_path: str | None = None) -> None:
+        """Upload every file under ``folder`` (as :func:`write_files` wrote them)."""
+        self.client.log_artifacts(run_id, str(folder), artifact_path)
 
     def get_run(self, run_id: str) -> TrackedRun:
         """A tracked run by id, with its status, metrics, tags and params."""
@@ -281,6 +275,21 @@ class Tracker:
             self.log_files(run_id, {"error.txt": "".join(traceback.format_exception(error))})
         except Exception as upload:  # the tag holds the error; the traceback is extra
             log.warning("run %s: could not upload error.txt (%s: %s)", run_id, type(upload).__name__, upload)
+
+
+def write_files(files: dict[str, Any], folder: Path) -> None:
+    """Write ``files`` (name -> str, bytes, DataFrame or matplotlib Figure) into ``folder`` as a run's artefacts."""
+    for name, content in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)  # a name may hold a folder
+        if isinstance(content, str):
+            path.write_text(content, encoding="utf-8")
+        elif isinstance(content, bytes):
+            path.write_bytes(content)
+        elif hasattr(content, "to_parquet"):
+            content.to_parquet(path, index=False)
+        else:
+            content.savefig(path, dpi=120)
 
 
 def _tracked(run) -> TrackedRun:

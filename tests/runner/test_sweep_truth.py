@@ -353,3 +353,47 @@ def test_plan_refuses_a_split_value_out_of_range_with_exit_2(value, message):
 def test_power_refuses_a_value_outside_its_scale_with_exit_2(args, message):
     result = _command("medexp.power", "bench=synthetic", *args)
     assert result.returncode == 2 and f"medexp.power: error: {message}" in result.stderr
+
+
+# ------------------------------------------------------------------ a result the store refused
+
+
+def test_a_result_the_store_refused_is_kept_and_a_rerun_logs_it_without_computing(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from medexp.detectors import DetectorResult
+    from medexp.runner import cell_run
+
+    inputs = SimpleNamespace(benchmark=None, corpus=None, bench_hash="b0", inputs_hash="i0")
+    monkeypatch.setattr(cell_run, "load_inputs", lambda cfg, cache_dir: inputs)
+    computed = []
+
+    def evaluate(cfg, seed, inputs):
+        computed.append(seed)
+        table = pd.DataFrame({"example_id": ["a", "b"], "score": [1.0, 2.0]})
+        result = DetectorResult({"p_value": 0.125, "statistic": 1.5, "n_examples": 2.0, "flag": 0.0}, table,
+                                "per_example")
+        return dict(result.metrics), result
+
+    monkeypatch.setattr(cell_run, "evaluate", evaluate)
+    cfg = compose([f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", f"paths.cache_dir={tmp_path / 'cache'}",
+                   f"paths.root={tmp_path}", "tracking.retry_backoff_s=0"])
+
+    def refused(self, run_id, metrics):
+        raise MlflowException("API request failed with exception Connection reset by peer")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Tracker, "log_metrics", refused)
+        first = cell_run.run_cell(cfg)
+    assert first.status == "FAILED" and "Connection reset" in first.error
+    assert [path.name for path in (tmp_path / "cache" / "unlogged").iterdir()]  # the result, kept
+
+    second = cell_run.run_cell(cfg)
+    assert second.status == "FINISHED" and second.metrics["p_value"] == 0.125
+    assert len(computed) == 1  # logged from what was kept, not computed again
+    artefacts = {item.path for item in _tracker(tmp_path).client.list_artifacts(second.run_id)}
+    assert artefacts == {"config.yaml", "per_example.parquet"}
+    assert not list((tmp_path / "cache" / "unlogged").iterdir())
+    assert _tracker(tmp_path).get_run(first.run_id).status == "FAILED"
