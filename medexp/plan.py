@@ -13,12 +13,12 @@ the first one; once it is cached, the plan names the next.
 ``python -m medexp.plan experiment=<grid preset> [--tflops=<achieved TFLOP/s>]`` sizes a whole
 grid instead (``experiment=controlled_audit``: the published one): its cells, the teacher-forced
 scoring they need (each model on each benchmark once: the score cache serves every cell that
-reads it), examples, tokens per example from the checkpoint's processor, FLOPs, memory and GPU
-hours (:mod:`medexp.models.cost`). By default each model is sized from its published facts shipped
-in :mod:`medexp.models.published` (config.json architecture, processor rules; text tokens a stated
-round estimate), so nothing is downloaded and the hub is never contacted; ``--from-checkpoint``
-reads each checkpoint's config and processor instead (exact token counts; needs the checkpoint
-local or the hub). Never weights.
+reads it), examples, tokens per example, FLOPs, memory and GPU hours (:mod:`medexp.models.cost`).
+By default each model is sized from its published facts shipped in :mod:`medexp.models.published`
+(config.json architecture, processor rules; text tokens a stated round estimate): no model file is
+downloaded and the hub is never contacted for a model. ``--from-checkpoint`` reads each
+checkpoint's config and processor instead (exact token counts; needs the checkpoint local or the
+hub). Weights are never read.
 """
 
 from __future__ import annotations
@@ -107,7 +107,8 @@ def grid_blocks(overrides: list[str]) -> list | None:
     return None if grid is None else OmegaConf.to_container(grid)
 
 
-def grid_lines(blocks: list, overrides: list[str], tflops: float, locate=None, from_checkpoint: bool = False) -> list[str]:
+def grid_lines(blocks: list, overrides: list[str], tflops: float, locate=None,
+               from_checkpoint: bool = False) -> list[str]:
     """The size of a grid (its blocks combined with the command line's overrides, as the grid
     sweeper combines them): cells by detector, then one row per teacher-forced scoring job with
     its examples, tokens, FLOPs, memory and GPU hours. Each model is sized from its published

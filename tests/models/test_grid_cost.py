@@ -220,6 +220,20 @@ def test_published_parameter_counts_match_the_published_totals():
     assert round(published_architecture("gemma3").params / 1e9, 2) == 4.30
 
 
+@pytest.mark.parametrize("height,width", [(SIDE, SIDE), (SIDE, 2 * SIDE), (300, 2000), (2000, 300)])
+def test_offline_anyres_rule_matches_the_hand_rule(height, width):
+    """LLaVA-OneVision's image tokens offline equal the rule worked out by hand in
+    test_published_processing, for a square, a 1:2, and two extreme shapes (the last pooled)."""
+    from medexp.models.published import image_tokens_and_patches
+    from tests.models.test_published_processing import anyres_image_tokens
+
+    settings = published_settings("llava_onevision")
+    tokens, patches = image_tokens_and_patches("llava_onevision", settings, height, width)
+    assert tokens == anyres_image_tokens(height, width, settings)
+    if (height, width) == (SIDE, SIDE):
+        assert patches == (1 + 2 * 2) * 27 * 27  # the base tile and a 2 x 2 grid of 384 px tiles, 27 x 27 patches each
+
+
 def offline_grid(monkeypatch, models: list[str], bench: str = "slake") -> list[str]:
     """The offline grid with every way to a checkpoint or the network made to fail: reading a
     checkpoint's config, processor or tokenizer, locating one, or opening a socket."""
@@ -278,12 +292,18 @@ def test_offline_grid_rows_by_hand(monkeypatch):
 
 def test_offline_grid_says_why_a_model_is_unknown(monkeypatch):
     """A family whose config.json was not found is unknown with that reason, never guessed; so is
-    a checkpoint other than the published one."""
-    lines = offline_grid(monkeypatch, ["llava_onevision", "medgemma"])
-    assert rows_of(lines)[("llava_onevision", "slake")][2] == "unknown (below)"
-    assert any(line.startswith("llava_onevision: unknown, no offline estimate: the published config.json of "
-                               "llava-hf/llava-onevision-qwen2-7b-ov-hf was not found whole") for line in lines)
-    assert rows_of(lines)[("medgemma", "slake")][3] == "256"  # Gemma 3's image_seq_length
+    a checkpoint other than the published one. LLaVA-OneVision's and Gemma 3's image tokens follow
+    their processors' rules (computed by hand in test_published_processing)."""
+    from tests.models.test_published_processing import anyres_image_tokens
+
+    lines = offline_grid(monkeypatch, ["internvl3", "llava_onevision", "medgemma"])
+    rows = rows_of(lines)
+    assert rows[("internvl3", "slake")][2] == "unknown (below)"
+    assert any(line.startswith("internvl3: unknown, no offline estimate: the published config.json of "
+                               "OpenGVLab/InternVL3-8B-hf was not found whole") for line in lines)
+    llava_tokens = anyres_image_tokens(SIDE, SIDE, published_settings("llava_onevision"))
+    assert rows[("llava_onevision", "slake")][3] == str(llava_tokens)
+    assert rows[("medgemma", "slake")][3] == str(published_settings("gemma3")["processor_config"]["image_seq_length"])
     blocks = [{"model": "qwen2_5_vl", "bench": "slake", "detector": "exch_rank", "control": "none"}]
     lines = plan.grid_lines(blocks, ["model.pretrained=/data/my-finetune"], 300.0)
     assert "qwen2_5_vl: unknown, no offline estimate: model.pretrained=/data/my-finetune is not the published " \

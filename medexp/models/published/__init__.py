@@ -17,6 +17,7 @@ text tokens, without the real tokenizer, are the round estimate :data:`TEXT_TOKE
 from __future__ import annotations
 
 import json
+import math
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,8 @@ def image_tokens_and_patches(family: str, settings: dict[str, Any], height: int,
         patch, merge = rules["patch_size"], rules["merge_size"]
         side_h, side_w = (max(merge * patch, round(side / (patch * merge)) * patch * merge) for side in (height, width))
         if not rules["min_pixels"] <= side_h * side_w <= rules["max_pixels"]:
-            raise PublishedFactsMissing(f"{height} x {width} needs Qwen2.5-VL's pixel-budget rescaling, not implemented")
+            raise PublishedFactsMissing(f"{height} x {width} needs Qwen2.5-VL's pixel-budget rescaling, "
+                                        "not implemented")
         patches = (side_h // patch) * (side_w // patch)
         return patches // merge**2, patches
     if family == "gemma3":
@@ -73,12 +75,46 @@ def image_tokens_and_patches(family: str, settings: dict[str, Any], height: int,
             raise PublishedFactsMissing("Gemma 3 pan-and-scan crops are not implemented")
         vision = settings["config"]["vision_config"]
         return settings["processor_config"]["image_seq_length"], (vision["image_size"] // vision["patch_size"]) ** 2
+    if family == "llava_onevision":
+        return _anyres_tokens_and_patches(settings, height, width)
     if family == "blip2":
         # One resized image; the Q-Former's queries stand for it whatever its size.
         size = settings["preprocessor_config"]["size"]
         patch = _blip_patch_size(settings)
         return settings["processor_config"]["num_query_tokens"], (size["height"] // patch) * (size["width"] // patch)
     raise PublishedFactsMissing(f"the {family} processor's image-token rule is not implemented offline")
+
+
+def _anyres_tokens_and_patches(settings: dict[str, Any], height: int, width: int) -> tuple[int, int]:
+    """LLaVA-OneVision's any-resolution layout, as transformers' LlavaOnevisionProcessor counts it:
+    a base tile of the whole image plus the grid of tiles of the best-fitting pinpoint, whose
+    features lose the rows or columns that only pad the image, gain one newline per row, and are
+    pooled when they exceed ``anyres_max_<n>`` tiles by more than 10%."""
+    tile = settings["preprocessor_config"]["size"]["height"]
+    base = settings["processor_config"]["num_image_tokens"]
+    side = math.isqrt(base)  # features along a tile's side (27 for 729)
+
+    def fit(pinpoint: list[int]) -> tuple[int, int]:
+        # most of the image's pixels kept when it is scaled into the pinpoint, then least area wasted
+        pin_h, pin_w = pinpoint
+        scale = min(pin_w / width, pin_h / height)
+        kept = min(int(width * scale) * int(height * scale), width * height)
+        return kept, kept - pin_h * pin_w
+
+    best_h, best_w = max(settings["preprocessor_config"]["image_grid_pinpoints"], key=fit)
+    grid_h, grid_w = best_h // tile, best_w // tile
+    rows, cols = side * grid_h, side * grid_w
+    if width / height > cols / rows:  # wider than the grid: the padding rows go
+        rows -= 2 * ((rows - int(round(height * cols / width, 7))) // 2)
+    else:
+        cols -= 2 * ((cols - int(round(width * rows / height, 7))) // 2)
+    features, newlines = rows * cols, rows
+    max_tiles = int(settings["processor_config"]["vision_aspect_ratio"].removeprefix("anyres_max_"))
+    ratio = math.sqrt(rows * cols / (max_tiles * side**2))
+    if ratio > 1.1:
+        features, newlines = int(rows // ratio) * int(cols // ratio), int(rows // ratio)
+    tower_side = settings["config"]["vision_config"]["image_size"] // settings["config"]["vision_config"]["patch_size"]
+    return base + features + newlines, (1 + grid_h * grid_w) * tower_side**2
 
 
 def _blip_patch_size(settings: dict[str, Any]) -> int:
