@@ -255,8 +255,8 @@ class SweepParentRun(Callback):
         """Hand the signal to the processes this one started (joblib workers, submitit
         subprocesses, a local Ray), whose cells then end their runs KILLED with it, and wait up to
         ``STOP_GRACE_S`` for those runs to end: the launcher kills its workers outright once the
-        exception reaches it. Cells on other machines are ended by :meth:`_end`, or by the
-        reconciliation of the next command when they stay silent."""
+        exception reaches it. Those still RUNNING then are ended by :meth:`_end`; cells on other
+        machines end their own runs when their job is cancelled, or are reconciled by heartbeat."""
         import psutil
 
         sweep, tracker = self._open, self._tracker
