@@ -26,7 +26,7 @@ from medexp.runner.signals import Interrupted, signals_raise
 from medexp.runner.sweep import SweepParentRun, stopped_by, write_outcome
 from medexp.tracking import Tracker
 from medexp.tracking.retry import RetryingClient, is_transient
-from medexp.tracking.tags import process_tags
+from medexp.tracking.tags import process_start, process_tags
 from tests.conftest import REPO
 
 KEY = "model=a,bench=demo,detector=exch_rank,control=none"
@@ -197,7 +197,8 @@ def test_orphaned_cells_of_a_stopped_sweep_end_killed_but_not_a_live_one_or_anot
     cells = {
         "gone": {**here, "medexp.pid": dead.stdout.strip()},
         "stopping": here,  # this very process, named as one being stopped
-        "live": {**here, "medexp.pid": str(os.getppid())},
+        # the process that started pytest: alive, with its own start time (a pid is checked with it)
+        "live": {**here, "medexp.pid": str(os.getppid()), "medexp.process_start": f"{process_start(os.getppid()):.3f}"},
         "other_host": {**here, "medexp.host": socket.gethostname() + "-other"},
     }
     ids = {}
