@@ -148,7 +148,7 @@ def answer(cfg, options: dict[str, float | None]) -> list[str]:
         flagged, unflagged = overlap_images(cfg, benchmark)
         n = flagged + unflagged
         lines.append(f"images: {flagged} flagged, {unflagged} unflagged (detector.flag={cfg.detector.flag} of "
-                     f"model={cfg.model.name}'s scores; an image is flagged when one of its questions is)")
+                     f"model={cfg.model.name}'s scores; an image's questions carry its flag)")
         mde = pw.two_sample_t_mde(flagged, unflagged, alpha, power, sided)
         needed = None if effect is None else pw.two_sample_t_n(effect, alpha, power, sided, first_share=flagged / n)
     elif formula.family == TWO_SAMPLE_T:
@@ -256,27 +256,29 @@ def simulated_sizes(cfg, kind: str) -> tuple[dict[str, float], str]:
 
 def overlap_images(cfg, benchmark) -> tuple[int, int]:
     """(flagged, unflagged) images of an overlap_gap cell: its questions' flags come from the cell
-    model's scores (a record's flag column), its images from the benchmark (detector.image_field)."""
+    model's scores (a record's flag column), its images from the benchmark (detector.image_field),
+    each image's flag by the detector's own rule (:func:`medexp.stats.cluster_gap.image_flags`)."""
     from pathlib import Path
 
     from medexp.detectors.overlap_gap import example_flags
     from medexp.evaluators.context import CellContext
     from medexp.evaluators.overlap import example_clusters
+    from medexp.stats.cluster_gap import image_flags
+    from medexp.stats.inflation import cluster_index
 
     ctx = CellContext(cfg, 0, benchmark, list(benchmark.examples), Path(cfg.paths.cache_dir))
     scores = ctx.example_scores()
     flags = dict(zip(scores["example_id"], example_flags(scores, str(cfg.detector.flag))))
     clusters = example_clusters(ctx, cfg.detector)
-    images: dict[str, bool] = {}
-    for example_id, image in zip(clusters["example_id"], clusters["image"]):
-        if example_id in flags:
-            key = str(image) if image is not None else example_id  # an example without an image is its own cluster
-            images[key] = images.get(key, False) or bool(flags[example_id])
-    flagged = sum(images.values())
-    if flagged == 0 or flagged == len(images):
+    clusters = clusters[clusters["example_id"].isin(flags)]
+    images = list(clusters["image"])
+    image_flag = image_flags(clusters["example_id"].map(flags).to_numpy(dtype=bool),
+                             cluster_index(images, len(images)), images)
+    flagged = int(image_flag.sum())
+    if flagged == 0 or flagged == image_flag.size:
         raise ValueError(f"detector=overlap_gap needs flagged and unflagged images; model={cfg.model.name}'s "
-                         f"{cfg.detector.flag} flags {flagged} of {len(images)} images")
-    return flagged, len(images) - flagged
+                         f"{cfg.detector.flag} flags {flagged} of {image_flag.size} images")
+    return flagged, image_flag.size - flagged
 
 
 def load_benchmark(cfg, split: str | None = None):

@@ -29,8 +29,6 @@ TRACE_VERSION = 1
 
 def _digest(value) -> str:
     """SHA-256 (first 16 hex digits) of a tensor's bytes, or of a nest of tensors in order."""
-    import torch
-
     digest = hashlib.sha256()
     for tensor in _tensors(value):
         digest.update(str(tuple(tensor.shape)).encode())

@@ -18,11 +18,12 @@ import tempfile
 from pathlib import Path
 
 from medexp.atomic import atomic_write_bytes
+from medexp.benchmarks.digests import file_sha256
 from medexp.config import compose
 from medexp.demo.cache import demo_benchmark_root
 from medexp.demo.models import MANIFEST, demo_model_dir, read_build_report
 from medexp.demo.shipped import (
-    DIGESTS_FILE, SHIPPED_MODELS, SHIPPED_ROOT, WEIGHTS_FILE, bench_sha256, cpu_description, file_sha256,
+    DIGESTS_FILE, SHIPPED_MODELS, SHIPPED_ROOT, WEIGHTS_FILE, bench_sha256, cpu_description,
     shipped_digests, shipped_entry,
 )
 

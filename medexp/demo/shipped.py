@@ -20,6 +20,8 @@ import platform
 import shutil
 from pathlib import Path
 
+from medexp.benchmarks.digests import file_sha256
+
 log = logging.getLogger(__name__)
 
 SHIPPED_ROOT = Path(__file__).with_name("shipped")
@@ -32,10 +34,6 @@ SHIPPED_MODELS = ("demo_clean", "demo_leaky", "demo_clean_b", "demo_clean_c", "d
 
 class ShippedModelMismatch(RuntimeError):
     """A shipped file, or the demo benchmark it was trained on, is not what the package lists."""
-
-
-def file_sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def directory_sha256(root: Path, exclude: tuple[str, ...] = ()) -> str:
