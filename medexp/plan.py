@@ -24,6 +24,8 @@ hub). Weights are never read.
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
+from functools import lru_cache
 from math import ceil
 from pathlib import Path
 from typing import Sequence
@@ -107,6 +109,22 @@ def grid_blocks(overrides: list[str]) -> list | None:
     return None if grid is None else OmegaConf.to_container(grid)
 
 
+@contextmanager
+def _model_lists_composed_once():
+    """While a grid is sized, each model-list entry (a cohort member, an external baseline) is
+    composed once, not once per cell that lists it: composing is most of the command's time, and
+    the configs are only read here."""
+    import medexp.config
+
+    listed = medexp.config.listed_model_config
+    medexp.config.listed_model_config = lru_cache(maxsize=None)(listed)
+    try:
+        yield
+    finally:
+        medexp.config.listed_model_config = listed
+
+
+@_model_lists_composed_once()
 def grid_lines(blocks: list, overrides: list[str], tflops: float, locate=None,
                from_checkpoint: bool = False) -> list[str]:
     """The size of a grid (its blocks combined with the command line's overrides, as the grid
@@ -162,7 +180,8 @@ def grid_lines(blocks: list, overrides: list[str], tflops: float, locate=None,
                         f"checkpoints instead): architecture from each config.json, image tokens by the processor's "
                         f"rule, text tokens (template, question, answer) estimated at {TEXT_TOKENS_ESTIMATE} per "
                         "example, not counted by a tokenizer; shared prefix taken as the image tokens alone")
-    images = {bench: _bench_images(bench_cfg, paths) for (_, bench), (_, bench_cfg, paths) in sorted(scoring.items())}
+    benches = {bench: (bench_cfg, paths) for (_, bench), (_, bench_cfg, paths) in sorted(scoring.items())}
+    images = {bench: _bench_images(bench_cfg, paths) for bench, (bench_cfg, paths) in benches.items()}  # once each
     hours = lambda flops: flops / (tflops * 1e12) / 3600  # noqa: E731
     total, total_shared, missing = 0.0, 0.0, []
     for (name, bench), (model_cfg, bench_cfg, _) in sorted(scoring.items()):

@@ -201,7 +201,58 @@ def blip2_by_hand() -> tuple[int, int, int]:
     return image_side + opt, image_side, embedding
 
 
-@pytest.mark.parametrize("family,by_hand", [("qwen2_5_vl", qwen2_5_vl_by_hand), ("blip2", blip2_by_hand)])
+# InternVL3-8B-hf: Qwen2.5-7B's shape with InternVL's 151674-token vocabulary, untied; the
+# InternViT-300M tower (448 px, 14 px patches) and the pixel-shuffle MLP projector.
+INTERNVL_TEXT = dict(hidden=3584, layers=28, intermediate=18944, heads=28, kv_heads=4, vocab=151674)
+INTERNVIT = dict(hidden=1024, layers=24, intermediate=4096, patch=14, image=448, shuffle=2)
+# InstructBLIP Vicuna-7b: BLIP-2's ViT-g tower (the same defaults), InstructBLIP's Q-Former (which
+# also embeds the instruction: BERT's vocabulary plus [DEC], 512 positions) and LLaMA-7B's shape.
+LLAMA = dict(hidden=4096, layers=32, intermediate=11008, vocab=32001)
+INSTRUCT_QFORMER = dict(QFORMER, vocab=30523, positions=512)
+
+
+def internvl3_by_hand() -> tuple[int, int, int]:
+    """(parameters, vision parameters: tower and projector, input embedding) of InternVL3-8B-hf."""
+    v, inter = INTERNVIT["hidden"], INTERNVIT["intermediate"]
+    patches = (INTERNVIT["image"] // INTERNVIT["patch"]) ** 2
+    # per layer: two layer-scale vectors, q, k, v and output with bias, the MLP, two LayerNorms
+    layer = 2 * v + 3 * linear(v, v) + linear(v, v) + linear(v, inter) + linear(inter, v) + 2 * 2 * v
+    # cls token, positions (patches and cls), the patch convolution with bias, the layers
+    tower = v + (patches + 1) * v + linear(3 * INTERNVIT["patch"] ** 2, v) + INTERNVIT["layers"] * layer
+    h, shuffled = INTERNVL_TEXT["hidden"], v * INTERNVIT["shuffle"] ** 2  # 2 x 2 pixel shuffle: 4 x 1024 wide
+    projector = 2 * shuffled + linear(shuffled, h) + linear(h, h)  # LayerNorm, linear, GELU, linear
+    kv = INTERNVL_TEXT["kv_heads"] * h // INTERNVL_TEXT["heads"]
+    text_layer = (linear(h, h) + 2 * linear(h, kv) + linear(h, h, bias=False)
+                  + 3 * linear(h, INTERNVL_TEXT["intermediate"], bias=False) + 2 * h)
+    embedding = INTERNVL_TEXT["vocab"] * h
+    text = 2 * embedding + INTERNVL_TEXT["layers"] * text_layer + h  # untied lm_head, final norm
+    return tower + projector + text, tower + projector, embedding
+
+
+def instructblip_by_hand() -> tuple[int, int, int]:
+    """(parameters, vision parameters: tower, Q-Former with its text embeddings, queries and
+    projection, input embedding) of InstructBLIP Vicuna-7b; LLaMA's output projection is untied."""
+    v, q, inter = BLIP_VISION["hidden"], INSTRUCT_QFORMER["hidden"], INSTRUCT_QFORMER["intermediate"]
+    positions = (BLIP_VISION["image"] // BLIP_VISION["patch"]) ** 2 + 1
+    vision_layer = linear(v, 3 * v) + linear(v, v) + linear(v, BLIP_VISION["intermediate"]) \
+        + linear(BLIP_VISION["intermediate"], v) + 4 * v
+    tower = v + linear(3 * BLIP_VISION["patch"] ** 2, v) + positions * v + BLIP_VISION["layers"] * vision_layer + 2 * v
+    embeddings = (INSTRUCT_QFORMER["vocab"] + INSTRUCT_QFORMER["positions"]) * q + 2 * q  # words, positions, LayerNorm
+    self_attention = 4 * linear(q, q) + 2 * q
+    feed_forwards = 2 * (linear(q, inter) + linear(inter, q) + 2 * q)  # one for the text, one for the queries
+    cross_attention = 2 * linear(q, q) + 2 * linear(v, q) + 2 * q
+    qformer = embeddings + INSTRUCT_QFORMER["layers"] * (self_attention + feed_forwards) \
+        + INSTRUCT_QFORMER["layers"] // INSTRUCT_QFORMER["cross_every"] * cross_attention
+    h = LLAMA["hidden"]
+    image_side = tower + qformer + INSTRUCT_QFORMER["queries"] * q + linear(q, h)
+    llama_layer = 4 * linear(h, h, bias=False) + 3 * linear(h, LLAMA["intermediate"], bias=False) + 2 * h
+    embedding = LLAMA["vocab"] * h
+    llama = 2 * embedding + LLAMA["layers"] * llama_layer + h
+    return image_side + llama, image_side, embedding
+
+
+@pytest.mark.parametrize("family,by_hand", [("qwen2_5_vl", qwen2_5_vl_by_hand), ("blip2", blip2_by_hand),
+                                            ("internvl", internvl3_by_hand), ("instructblip", instructblip_by_hand)])
 def test_published_architecture_matches_the_config_numbers_by_hand(family, by_hand):
     from medexp.models.published import published_architecture
 
@@ -234,6 +285,20 @@ def test_offline_anyres_rule_matches_the_hand_rule(height, width):
         assert patches == (1 + 2 * 2) * 27 * 27  # the base tile and a 2 x 2 grid of 384 px tiles, 27 x 27 patches each
 
 
+@pytest.mark.parametrize("height,width", [(SIDE, SIDE), (SIDE, 2 * SIDE), (300, 2000), (2000, 300)])
+def test_offline_internvl_tiles_match_the_hand_rule(height, width):
+    """InternVL's tiles offline equal the rule worked out by hand in test_published_processing
+    (checked there against the processor), 256 tokens and 32 x 32 patches of 14 px per 448 px tile."""
+    from medexp.models.published import image_tokens_and_patches
+    from tests.models.test_published_processing import internvl_tiles
+
+    settings = published_settings("internvl")
+    tiles = internvl_tiles(height, width, settings["preprocessor_config"])
+    assert image_tokens_and_patches("internvl", settings, height, width) == (tiles * 256, tiles * 32 * 32)
+    if (height, width) == (SIDE, 2 * SIDE):
+        assert tiles == 3  # a 2 x 1 grid and the thumbnail
+
+
 def offline_grid(monkeypatch, models: list[str], bench: str = "slake") -> list[str]:
     """The offline grid with every way to a checkpoint or the network made to fail: reading a
     checkpoint's config, processor or tokenizer, locating one, or opening a socket."""
@@ -262,17 +327,26 @@ def test_offline_grid_rows_by_hand(monkeypatch):
     from medexp.models.published import TEXT_TOKENS_ESTIMATE
     from tests.models.test_published_processing import qwen_image_tokens
 
-    lines = offline_grid(monkeypatch, ["qwen2_5_vl", "blip2"])
+    lines = offline_grid(monkeypatch, ["qwen2_5_vl", "blip2", "internvl3", "instructblip"])
     rows = rows_of(lines)
     assert any(f"estimated at {TEXT_TOKENS_ESTIMATE} per example" in line for line in lines)
     qwen_tokens = qwen_image_tokens(SIDE, SIDE, published_settings("qwen2_5_vl")["preprocessor_config"])
     assert qwen_tokens == 324
     blip_tokens = published_settings("blip2")["processor_config"]["num_query_tokens"]
+    # InternVL: a 512 x 512 image is one 448 px tile (test_published_processing), whose 32 x 32
+    # patches the 2 x 2 pixel shuffle turns into 256 tokens; InstructBLIP: 32 queries
+    assert published_settings("internvl")["processor_config"]["image_seq_length"] == (448 // 14) ** 2 // 4 == 256
+    assert published_settings("instructblip")["processor_config"]["num_query_tokens"] == 32
     cases = {
-        # patches the tower reads: Qwen's 504 px resize in 14 px patches; BLIP's 224 px image
+        # patches the tower reads: Qwen's 504 px resize in 14 px patches; BLIP's and InstructBLIP's
+        # 224 px image; InternVL's one 448 px tile
         "qwen2_5_vl": (qwen2_5_vl_by_hand(), qwen_tokens, (504 // 14) ** 2, QWEN_TEXT["layers"],
                        QWEN_TEXT["hidden"], QWEN_TEXT["kv_heads"] * 128),
         "blip2": (blip2_by_hand(), blip_tokens, (224 // 14) ** 2, OPT["layers"], OPT["hidden"], OPT["hidden"]),
+        "internvl3": (internvl3_by_hand(), 256, (448 // 14) ** 2, INTERNVL_TEXT["layers"], INTERNVL_TEXT["hidden"],
+                      INTERNVL_TEXT["kv_heads"] * 3584 // 28),
+        "instructblip": (instructblip_by_hand(), 32, (224 // 14) ** 2, LLAMA["layers"], LLAMA["hidden"],
+                         LLAMA["hidden"]),
     }
     for model, ((params, vision, embedding), image_tokens, patches, layers, width, kv_width) in cases.items():
         examples, images, tokens, shown_image_tokens, per_example, total, shared, memory, hours, _ = \
@@ -296,11 +370,11 @@ def test_offline_grid_says_why_a_model_is_unknown(monkeypatch):
     their processors' rules (computed by hand in test_published_processing)."""
     from tests.models.test_published_processing import anyres_image_tokens
 
-    lines = offline_grid(monkeypatch, ["internvl3", "llava_onevision", "medgemma"])
+    lines = offline_grid(monkeypatch, ["chexagent", "llava_onevision", "medgemma"])
     rows = rows_of(lines)
-    assert rows[("internvl3", "slake")][2] == "unknown (below)"
-    assert any(line.startswith("internvl3: unknown, no offline estimate: the published config.json of "
-                               "OpenGVLab/InternVL3-8B-hf was not found whole") for line in lines)
+    assert rows[("chexagent", "slake")][2] == "unknown (below)"
+    assert any(line.startswith("chexagent: unknown, no offline estimate: the published config.json of "
+                               "StanfordAIMI/CheXagent-8b was not found whole") for line in lines)
     llava_tokens = anyres_image_tokens(SIDE, SIDE, published_settings("llava_onevision"))
     assert rows[("llava_onevision", "slake")][3] == str(llava_tokens)
     assert rows[("medgemma", "slake")][3] == str(published_settings("gemma3")["processor_config"]["image_seq_length"])

@@ -77,11 +77,19 @@ def image_tokens_and_patches(family: str, settings: dict[str, Any], height: int,
         return settings["processor_config"]["image_seq_length"], (vision["image_size"] // vision["patch_size"]) ** 2
     if family == "llava_onevision":
         return _anyres_tokens_and_patches(settings, height, width)
-    if family == "blip2":
+    if family in ("blip2", "instructblip"):
         # One resized image; the Q-Former's queries stand for it whatever its size.
         size = settings["preprocessor_config"]["size"]
         patch = _blip_patch_size(settings)
         return settings["processor_config"]["num_query_tokens"], (size["height"] // patch) * (size["width"] // patch)
+    if family == "internvl":
+        # Dynamic tiling into 448 px tiles (the image's own size decides how many, see
+        # internvl_tiles); image_seq_length tokens per tile, each tile read whole by the tower.
+        tiles = internvl_tiles(settings["preprocessor_config"], height, width)
+        vision = settings["config"]["vision_config"]
+        (tile_h, tile_w), (patch_h, patch_w) = vision["image_size"], vision["patch_size"]
+        tokens = tiles * settings["processor_config"]["image_seq_length"]
+        return tokens, tiles * (tile_h // patch_h) * (tile_w // patch_w)
     raise PublishedFactsMissing(f"the {family} processor's image-token rule is not implemented offline")
 
 
@@ -117,11 +125,31 @@ def _anyres_tokens_and_patches(settings: dict[str, Any], height: int, width: int
     return base + features + newlines, (1 + grid_h * grid_w) * tower_side**2
 
 
-def _blip_patch_size(settings: dict[str, Any]) -> int:
-    from transformers import Blip2VisionConfig
+def internvl_tiles(rules: dict[str, Any], height: int, width: int) -> int:
+    """Tiles of InternVL's dynamic tiling (GotOcr2's ``crop_to_patches``, as InternVLProcessor
+    forces it): of the grids of ``min_patches``..``max_patches`` tiles, the one whose aspect ratio
+    is closest to the image's, on a tie the larger grid while the image covers more than half of it;
+    a thumbnail tile is added when there are several."""
+    tile = rules["size"]["height"]
+    low, high = rules["min_patches"], rules["max_patches"]
+    grids = sorted({(cols, rows) for n in range(low, high + 1) for cols in range(1, n + 1) for rows in range(1, n + 1)
+                    if low <= cols * rows <= high}, key=lambda grid: grid[0] * grid[1])
+    best, best_diff = (1, 1), float("inf")
+    for cols, rows in grids:
+        diff = abs(width / height - cols / rows)
+        if diff < best_diff or (diff == best_diff and width * height > 0.5 * tile * tile * cols * rows):
+            best, best_diff = (cols, rows), diff
+    tiles = best[0] * best[1]
+    return tiles + 1 if tiles > 1 else tiles
 
-    # Not in the published config.json: the transformers default fills it when the checkpoint loads.
-    return int(settings["config"]["vision_config"].get("patch_size", Blip2VisionConfig().patch_size))
+
+def _blip_patch_size(settings: dict[str, Any]) -> int:
+    from transformers import AutoConfig
+
+    # Not in the published config.json: the transformers default of the vision config's class fills
+    # it when the checkpoint loads (14 px for BLIP-2's and InstructBLIP's).
+    vision = dict(settings["config"]["vision_config"])
+    return int(vision.get("patch_size") or AutoConfig.for_model(vision.pop("model_type"), **vision).patch_size)
 
 
 @lru_cache(maxsize=None)
