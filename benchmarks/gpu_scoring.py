@@ -245,6 +245,8 @@ def run(scorer, examples, shared: bool, device: str, params: int, peak: float) -
         "tokens_naive": naive,
         "tokens_computed_per_s": computed / seconds,
         "tokens_naive_per_s": naive / seconds,
+        # images through the image processor: every example's on the plain path, each distinct one once shared
+        "images_processed": scorer.token_counts.images_processed,
         "achieved_tflops": flops / 1e12,
         "fraction_of_matmul_peak": flops / peak,
         "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if device.startswith("cuda") else None,

@@ -7,7 +7,7 @@ offline demo models, so the demo exercises the real loading and scoring path.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, TypeVar
@@ -17,6 +17,7 @@ import pandas as pd
 
 from medexp.benchmarks.base import Example
 from medexp.config.schemas import DType
+from medexp.models.image_inputs import ImageInputs
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +59,13 @@ class SharedPrefix:
 @dataclass
 class TokenCounts:
     """Tokens of scored examples: ``naive`` if each ran whole (image tokens, prompt, answer), and
-    ``computed``, those that went through the model (a shared prefix counts once)."""
+    ``computed``, those that went through the model (a shared prefix counts once); and
+    ``images_processed``, the images the image processor ran on (each example's own on the plain
+    path; each distinct image once per scoring call on the shared-prefix path)."""
 
     naive: int = 0
     computed: int = 0
+    images_processed: int = 0
 
 
 class CheckpointScorer:
@@ -236,6 +240,8 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.shared_prefix = bool(model_cfg.shared_prefix) and self.SHARED_PREFIX_UNSUPPORTED is None
         self.token_counts = TokenCounts()
+        # While a shared-prefix scoring call runs: the image processor's outputs by image content.
+        self._images: ImageInputs | None = None
 
     # ------------------------------------------------------------------ family hooks
     def processor_inputs(self, prompts: list[str], images: list | None):
@@ -278,21 +284,20 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
 
         With ``shared_prefix``, examples sharing an image are scored from their common prefix's
         key/value cache (see :meth:`_score_shared`); the others, and all of them without it,
-        run whole."""
-        rows: list[dict[str, Any]] = []
+        run whole. On that path each distinct image goes through the image processor once
+        (:class:`medexp.models.image_inputs.ImageInputs`, counted in
+        ``token_counts.images_processed``)."""
         prepared = [self._prepare(ex) for ex in examples]
-        shared: list[SharedPrefix] = []
-        if self.shared_prefix:
-            shared, prepared = self._shared_prefixes(prepared)
-        for batch in self._batches(prepared, int(self.cfg.batch_size), self._input_length):
-            # Image and text-only examples cannot share a processor call.
-            for group in (
-                [item for item in batch if item.example.image is not None],
-                [item for item in batch if item.example.image is None],
-            ):
-                if group:
-                    rows.extend(self._score_group(group))
-        rows.extend(self._score_shared(shared))
+        if not self.shared_prefix:
+            rows = self._score_whole(prepared)
+        else:
+            self._images = ImageInputs()
+            try:
+                rows, alone = self._score_shared(prepared)
+                rows.extend(self._score_whole(alone))
+                self.token_counts.images_processed += self._images.processed
+            finally:
+                self._images = None
         order = {ex.example_id: i for i, ex in enumerate(examples)}
         rows.sort(key=lambda row: order[row["example_id"]])
         return pd.DataFrame(rows)
@@ -304,15 +309,82 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
         return item, self._encode([item])
 
     def _encode(self, group: list[PreparedExample]):
+        """The processor's inputs of a group of examples (all with an image, or none). During a
+        shared-prefix scoring call the image processor's output of each image is kept by the
+        image's content and reused (``self._images``); otherwise every example's image is
+        processed (and counted)."""
         from medexp.benchmarks.images import read_image
 
-        images = [read_image(item.example.image, "RGB") for item in group] if group[0].example.image is not None else None
-        return self.processor_inputs([item.prompt for item in group], images)
+        prompts = [item.prompt for item in group]
+        if group[0].example.image is None:
+            return self.processor_inputs(prompts, None)
+        if self._images is None:
+            self.token_counts.images_processed += len(group)
+            return self.processor_inputs(prompts, [read_image(item.example.image, "RGB") for item in group])
+        keys = [self._image_key(item) for item in group]
+        decoded: dict[str, Any] = {}  # an image asked twice in the group is read once
+        for key, item in zip(keys, group):
+            if key not in decoded:
+                decoded[key] = self._images.image(key, item.example.image)
+        images = [decoded[key] for key in keys]
+        with self._images.serving(self.processor, keys):
+            return self.processor_inputs(prompts, images)
+
+    def _image_key(self, item: PreparedExample) -> str | None:
+        """The identity of the example's image during a shared-prefix call: its bytes' SHA-256."""
+        return None if item.example.image is None or self._images is None else self._images.key(item.example.image)
 
     def _input_length(self, item: PreparedExample) -> int:
         """Tokens of the example's model input: its prompt as the processor expands it (image
         tokens included), then its answer."""
         return int(self._encode([item])["attention_mask"].sum()) + len(item.answer_ids)
+
+    def _score_whole(self, items: list[PreparedExample]) -> list[dict[str, Any]]:
+        """Rows of examples run whole, in batches (:meth:`_each_batch`)."""
+        rows: list[dict[str, Any]] = []
+
+        def run(batch: list[PreparedExample]) -> None:
+            # Image and text-only examples cannot share a processor call.
+            for group in (
+                [item for item in batch if item.example.image is not None],
+                [item for item in batch if item.example.image is None],
+            ):
+                if group:
+                    rows.extend(self._score_group(group))
+
+        self._each_batch(items, int(self.cfg.batch_size), self._input_length, self._image_key, run)
+        return rows
+
+    def _each_batch(self, items: Iterable[Item], batch_size: int, length: Callable[[Item], int],
+                    image_key: Callable[[Item], str | None], run: Callable[[list[Item]], None]) -> None:
+        """``run`` on the batches :meth:`_batches` makes of ``items``, each as soon as it is
+        complete, so ``items`` may be produced as they are needed. During a shared-prefix call,
+        once a batch has run, kept images are released but the one of the item starting the next
+        batch (``image_key``), whose length may already have needed it."""
+        budget = self.cfg.token_budget
+        current: list[Item] = []
+        longest = oversized = 0
+        for item in items:
+            if budget is None:
+                full, size = len(current) == batch_size, 0
+            else:
+                size = length(item)
+                oversized += size > budget
+                full = bool(current) and (len(current) + 1) * max(longest, size) > budget
+            if full:
+                run(current)
+                if self._images is not None:
+                    self._images.retain({image_key(item)})
+                current, longest = [], 0
+            current.append(item)
+            longest = max(longest, size)
+        if current:
+            run(current)
+        if oversized:
+            log.warning("model=%s: %d inputs are longer than token_budget=%d and are scored alone",
+                        self.cfg.name, oversized, budget)
+        if self._images is not None:
+            self._images.retain(())
 
     def _batches(self, items: list[Item], batch_size: int, length: Callable[[Item], int]) -> list[list[Item]]:
         """Consecutive batches of ``items``: of ``batch_size`` rows, or, with a token budget, as
@@ -351,29 +423,49 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
                 for item, logprob, z in zip(group, token_logprobs, token_z)]
 
     # ------------------------------------------------------------------ shared prefixes
-    def _shared_prefixes(self, prepared: list[PreparedExample]) -> tuple[list[SharedPrefix], list[PreparedExample]]:
-        """The examples that share a prefix with another one, grouped by (image, prefix), and the rest.
+    def _score_shared(self, prepared: list[PreparedExample]) -> tuple[list[dict[str, Any]], list[PreparedExample]]:
+        """Rows of the examples that share a prefix with another one, and the examples left to run
+        whole (text only, or alone with their image), in order.
+
+        Examples are grouped by their image's content (:meth:`_image_key`); a group's prefixes
+        are found (:meth:`_image_prefixes`) when the batches of prefixes reach it, its examples
+        outside every prefix run whole right then, and each batch of prefixes runs as soon as it
+        is complete (:meth:`_score_prefixes`). So an image's pixels are kept from the search for
+        its prefixes until its last prefix has run, and each distinct image goes through the image
+        processor once, while no more than a batch's images are kept at a time."""
+        by_image: dict[str, list[PreparedExample]] = {}
+        for item in prepared:
+            if item.example.image is not None:
+                by_image.setdefault(self._image_key(item), []).append(item)
+        groups = [items for items in by_image.values() if len(items) > 1]
+        grouped = {id(item) for items in groups for item in items}
+        rows: list[dict[str, Any]] = []
+        batch_size = int(self.cfg.batch_size)
+
+        def prefixes() -> Iterator[SharedPrefix]:
+            for items in groups:
+                found = self._image_prefixes(items)
+                covered = {id(item) for prefix in found for item in prefix.items}
+                for batch in self._batches([item for item in items if id(item) not in covered], batch_size,
+                                           self._input_length):
+                    rows.extend(self._score_group(batch))
+                yield from found
+
+        self._each_batch(prefixes(), batch_size, lambda prefix: prefix.length,
+                         lambda prefix: self._image_key(prefix.items[0]),
+                         lambda batch: rows.extend(self._score_prefixes(batch)))
+        return rows, [item for item in prepared if id(item) not in grouped]
+
+    def _image_prefixes(self, items: list[PreparedExample]) -> list[SharedPrefix]:
+        """The prefixes of one image's examples: one for all, or one per distinct prompt,
+        whichever computes fewer tokens (an example outside every prefix counts whole).
 
         A prefix is the longest common start of its examples' processor-expanded input ids,
         shortened to leave each continuation at least one prompt token; it must hold every image
         token (and every token a per-token processor output marks), because only the prefix pass
-        sees the pixels. An image's examples share one prefix, or, when that computes fewer
-        tokens, one per distinct prompt (option_order asks each prompt once per option letter:
-        the whole prompt is then the prefix). Examples left alone run whole."""
-        by_image: dict[Any, list[PreparedExample]] = {}
-        for item in prepared:
-            if item.example.image is not None:
-                by_image.setdefault(item.example.image, []).append(item)
-        shared: list[SharedPrefix] = []
-        for items in by_image.values():
-            if len(items) > 1:
-                shared.extend(self._image_prefixes(items))
-        kept = {id(item) for prefix in shared for item in prefix.items}
-        return shared, [item for item in prepared if id(item) not in kept]
-
-    def _image_prefixes(self, items: list[PreparedExample]) -> list[SharedPrefix]:
-        """The prefixes of one image's examples: one for all, or one per distinct prompt,
-        whichever computes fewer tokens (an example outside every prefix counts whole)."""
+        sees the pixels. option_order asks each prompt once per option letter: the whole prompt
+        is then the prefix. The ids come from the processor, whose image processor runs on the
+        image once during a shared-prefix call (:meth:`_encode`)."""
         prompts: list[list[int]] = []
         marked: list[list[list[int]]] = []
         batch_size = int(self.cfg.batch_size)
@@ -413,20 +505,18 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
                             [prompts[row][length:] + items[row].answer_ids for row in rows],
                             [len(prompts[row]) - length for row in rows])
 
-    def _score_shared(self, prefixes: list[SharedPrefix]) -> list[dict[str, Any]]:
-        """Rows of examples scored from their shared prefixes: a batch of prefixes runs once with
-        the pixels (left-padded, so that each prefix's last token sits next to its
-        continuation and every key/value sits at its real distance from the queries), then the
-        continuations run in batches from a copy of their prefix's cache rows."""
+    def _score_prefixes(self, batch: list[SharedPrefix]) -> list[dict[str, Any]]:
+        """Rows of the examples of a batch of prefixes: the prefixes run once with the pixels
+        (left-padded, so that each prefix's last token sits next to its continuation and every
+        key/value sits at its real distance from the queries), then the continuations run in
+        batches from a copy of their prefix's cache rows."""
         rows: list[dict[str, Any]] = []
-        batch_size = int(self.cfg.batch_size)
-        for batch in self._batches(prefixes, batch_size, lambda prefix: prefix.length):
-            cache, attention, next_position = self._run_prefixes(batch)
-            self.token_counts.computed += sum(prefix.length for prefix in batch)
-            members = [(index, member) for index, prefix in enumerate(batch) for member in range(len(prefix.items))]
-            for chunk in self._batches(members, batch_size,
-                                       lambda pair: len(batch[pair[0]].continuations[pair[1]])):
-                rows.extend(self._score_continuations(batch, chunk, cache, attention, next_position))
+        cache, attention, next_position = self._run_prefixes(batch)
+        self.token_counts.computed += sum(prefix.length for prefix in batch)
+        members = [(index, member) for index, prefix in enumerate(batch) for member in range(len(prefix.items))]
+        for chunk in self._batches(members, int(self.cfg.batch_size),
+                                   lambda pair: len(batch[pair[0]].continuations[pair[1]])):
+            rows.extend(self._score_continuations(batch, chunk, cache, attention, next_position))
         return rows
 
     def _run_prefixes(self, batch: list[SharedPrefix]):
