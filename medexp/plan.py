@@ -141,7 +141,8 @@ def grid_lines(blocks: list, overrides: list[str], tflops: float, locate=None,
     from hydra_plugins.medexp_grid_sweeper.medexp_grid_sweeper import expand_grid
     from medexp.benchmarks import expected_count
     from medexp.config import compose
-    from medexp.evaluators import cell_model_configs, detector_kind
+    from medexp.detectors import declaration_for
+    from medexp.evaluators import cell_model_configs
     from medexp.models import model_location
     from medexp.models.cost import memory_bytes
     from medexp.models.published import TEXT_TOKENS_ESTIMATE
@@ -156,7 +157,7 @@ def grid_lines(blocks: list, overrides: list[str], tflops: float, locate=None,
     unsized: Counter = Counter()
     for job in jobs:
         cfg = compose([*preset, *job])
-        kind = detector_kind(cfg.detector)
+        kind = declaration_for(cfg.detector).name
         kinds[kind] += 1
         if getattr(OmegaConf.get_type(cfg.detector), "model_needs", "model") not in ("scores", "token_scores"):
             unsized[kind] += 1

@@ -38,7 +38,7 @@ from medexp.probes.choice import EXAMPLE_META
 from medexp.stats.bootstrap import N_RESAMPLES
 from medexp.stats.inflation import paired_inflation
 from medexp.stats.paired import mcnemar_exact, relabel_test, wilson_interval
-from medexp.stats.power_table import MDE_POWER, detector_mde
+from medexp.stats.power_table import MDE_POWER, PowerFormula, detector_mde
 
 MISSING_STRATUM = "(missing)"
 
@@ -162,15 +162,15 @@ def example_images(table: pd.DataFrame, kind: str, example_ids: Sequence[str]) -
     return [images.get(example) for example in example_ids]
 
 
-def effect_size(kind: str, first: np.ndarray, second: np.ndarray, images: Sequence[str | None], alpha: float,
+def effect_size(formula: PowerFormula, first: np.ndarray, second: np.ndarray, images: Sequence[str | None], alpha: float,
                 seed: int, ci_level: float, n_resamples: int = N_RESAMPLES,
                 chance: float | None = None) -> tuple[dict[str, float], pd.DataFrame]:
     """How large the effect is and how small one the cell could see: ``inflation`` = mean(first -
     second) with its bootstrap interval over the items' images (:func:`medexp.stats.inflation.paired_inflation`)
-    and ``mde``, the detector ``kind``'s minimum detectable effect at this n and ``alpha`` with
+    and ``mde``, the minimum detectable effect of the detector's power ``formula`` at this n and ``alpha`` with
     power 0.8; and the one-row ``effect`` table that states the resampling unit."""
     inflation = paired_inflation(first, second, images, n_resamples, seed, ci_level)
-    mde = detector_mde(kind, inflation.n_items, alpha, chance=chance)
+    mde = detector_mde(formula, inflation.n_items, alpha, chance=chance)
     table = pd.DataFrame([{
         "inflation": inflation.estimate, "ci_low": inflation.low, "ci_high": inflation.high,
         "confidence": inflation.confidence, "resampling_unit": inflation.unit, "resampling": inflation.resampling,

@@ -20,8 +20,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from medexp.config.schemas import CodecConfig, ControlKind
 from medexp.detectors.base import DetectorResult
-from medexp.stats.power_table import detector_mde
+from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input
+from medexp.stats.power_table import AUC, PowerFormula, detector_mde
 from medexp.stats.two_sample import rank_greater
 
 
@@ -52,7 +54,7 @@ def codec_detector(members_alone: pd.DataFrame, members_in_context: pd.DataFrame
         # the share of items whose confidence drops with the context (CoDeC's per-dataset score)
         "drop_share_members": float(np.mean(member_gain < 0)),
         "drop_share_nonmembers": float(np.mean(nonmember_gain < 0)),
-        "mde": detector_mde("codec", member_gain.size, float(cfg.alpha), n_negative=nonmember_gain.size),
+        "mde": detector_mde(DECLARATION.power, member_gain.size, float(cfg.alpha), n_negative=nonmember_gain.size),
     }
     table = pd.DataFrame({
         "example_id": [*members_alone["example_id"], *nonmembers_alone["example_id"]],
@@ -62,3 +64,17 @@ def codec_detector(members_alone: pd.DataFrame, members_in_context: pd.DataFrame
         "gain": np.r_[member_gain, nonmember_gain],
     })
     return DetectorResult(metrics=metrics, table=table)
+
+
+DECLARATION = DetectorDeclaration(
+    name="codec",
+    schema=CodecConfig,
+    evaluator="medexp.evaluators.dataset_tests:codec",
+    inputs=frozenset({Input.model, Input.nonmembers}),
+    controls=SCORING_CONTROLS,
+    power=PowerFormula(AUC, "one", "members and non-members",
+                       "AUC above 0.5 (P(a non-member gains more from in-context examples than a member))",
+                       "one-sided Mann-Whitney test: members' in-context gain below non-members'"),
+    power_count="medexp.evaluators.power_counts:members_and_nonmembers",
+    docs="docs/detectors.md#dataset-level-membership-tests-dataset_inference-codec",
+)

@@ -23,7 +23,9 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from medexp.config.schemas import CompositionSweepConfig, ControlKind
 from medexp.detectors.base import DetectorResult
+from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input, Untested
 from medexp.detectors.mink_tail import check_flag_fraction, tail_flag, threshold_label
 from medexp.stats.calibration import Easiness, calibration_scores
 from medexp.stats.cohort import deltas_vs_cohort
@@ -115,3 +117,15 @@ def _figure(table: pd.DataFrame, per_draw: pd.DataFrame, pr_column: str, cfg):
     right.title.set_fontsize(8)
     right.legend(fontsize=7)
     return figure
+
+
+DECLARATION = DetectorDeclaration(
+    name="composition_sweep",
+    schema=CompositionSweepConfig,
+    evaluator="medexp.evaluators.composition:composition_sweep",
+    inputs=frozenset({Input.token_scores, Input.references}),
+    controls=SCORING_CONTROLS | {ControlKind.synthetic},
+    power=Untested("a descriptive false-positive sweep of the mink_tail rule over cohort compositions"),
+    power_count=None,
+    docs="docs/power.md",
+)

@@ -20,11 +20,12 @@ import zlib
 import numpy as np
 import pandas as pd
 
-from medexp.config.schemas import MembershipFeature
+from medexp.config.schemas import ControlKind, DatasetInferenceConfig, MembershipFeature
 from medexp.detectors.base import DetectorResult
 from medexp.detectors.cohort import min_k_scores
+from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input
 from medexp.hashing import derive_seed
-from medexp.stats.power_table import detector_mde
+from medexp.stats.power_table import TWO_SAMPLE_T, PowerFormula, detector_mde
 from medexp.stats.two_sample import rank_greater, welch_greater
 
 
@@ -101,7 +102,7 @@ def dataset_inference_detector(members: pd.DataFrame, nonmembers: pd.DataFrame, 
         "auc_half_b": ranks.auc,  # descriptive: P(a member's half-B score exceeds a non-member's)
         "intercept": float(model.intercept_[0]),
         # Cohen's d detected with power 0.8 at half B's sizes
-        "mde": detector_mde("dataset_inference", int(b_members.size), float(cfg.alpha),
+        "mde": detector_mde(DECLARATION.power, int(b_members.size), float(cfg.alpha),
                             n_negative=int(b_nonmembers.size)),
     }
     metrics.update({f"weight.{name}": float(weight) for name, weight in zip(names, model.coef_[0])})
@@ -117,3 +118,17 @@ def dataset_inference_detector(members: pd.DataFrame, nonmembers: pd.DataFrame, 
         "score": np.r_[member_scores, nonmember_scores],
     })
     return DetectorResult(metrics=metrics, table=table)
+
+
+DECLARATION = DetectorDeclaration(
+    name="dataset_inference",
+    schema=DatasetInferenceConfig,
+    evaluator="medexp.evaluators.dataset_tests:dataset_inference",
+    inputs=frozenset({Input.model, Input.nonmembers}),
+    controls=SCORING_CONTROLS,
+    power=PowerFormula(TWO_SAMPLE_T, "one", "members and non-members of half B (the tested half; half A fits the model)",
+                       "Cohen's d of the aggregated membership score",
+                       "one-sided Welch t-test of the linear model's scores on half B: members above non-members"),
+    power_count="medexp.evaluators.dataset_tests:tested_halves",
+    docs="docs/detectors.md#dataset-level-membership-tests-dataset_inference-codec",
+)

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from medexp.config.schemas import ControlKind, ExchConfig
 from medexp.detectors.base import DetectorResult
+from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input
 from medexp.stats import shard_exchangeability_test
-from medexp.stats.power_table import detector_mde
+from medexp.stats.power_table import ONE_SAMPLE_T, PowerFormula, detector_mde
 
 
 def exch_detector(shard_scores: pd.DataFrame, cfg, n_examples: int) -> DetectorResult:
@@ -38,7 +40,7 @@ def exch_detector(shard_scores: pd.DataFrame, cfg, n_examples: int) -> DetectorR
         "n_permutations": float(permuted.shape[1]),
         "n_examples": float(n_examples),
         "flag": float(test.p_value < cfg.alpha),
-        "mde": detector_mde("exch", len(canonical), cfg.alpha),  # Cohen's d of the shard differences, power 0.8
+        "mde": detector_mde(DECLARATION.power, len(canonical), cfg.alpha),  # Cohen's d of the shard differences, power 0.8
     }
     return DetectorResult(metrics, table, "per_shard", {"shard_differences": _figure(table, test.p_value)})
 
@@ -57,3 +59,18 @@ def _figure(table: pd.DataFrame, p_value: float):
     axes[1].axhline(0, color="black", linewidth=0.8)
     axes[1].set(xlabel="shards")
     return figure
+
+
+DECLARATION = DetectorDeclaration(
+    name="exch",
+    schema=ExchConfig,
+    evaluator="medexp.evaluators.exchangeability:exch",
+    inputs=frozenset({Input.model}),
+    controls=SCORING_CONTROLS - {ControlKind.blind_image},
+    power=PowerFormula(ONE_SAMPLE_T, "one", "shards", "Cohen's d of the shard differences",
+                       "one-sided one-sample t-test of the shard differences"),
+    power_count="medexp.evaluators.power_counts:shards",
+    docs="docs/detectors.md",
+    control_reasons={ControlKind.blind_image: "exch scores the question/answer text alone, so without images it would repeat control=none"},
+    report_figures=("exchangeability heatmap",),
+)

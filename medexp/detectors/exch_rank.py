@@ -11,9 +11,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from medexp.config.schemas import ControlKind, ExchRankConfig
 from medexp.detectors.base import DetectorResult
+from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input
 from medexp.stats import rank_exchangeability
-from medexp.stats.power_table import detector_mde
+from medexp.stats.power_table import SPEARMAN, PowerFormula, detector_mde
 
 
 def exch_rank_detector(example_scores: pd.DataFrame, cfg, seed: int) -> DetectorResult:
@@ -31,7 +33,7 @@ def exch_rank_detector(example_scores: pd.DataFrame, cfg, seed: int) -> Detector
         "permutation_seed": float(seed),
         "n_examples": float(loglik.size),
         "flag": float(test.p_value < cfg.alpha),
-        "mde": detector_mde("exch_rank", loglik.size, cfg.alpha),  # Spearman's rho detected with power 0.8
+        "mde": detector_mde(DECLARATION.power, loglik.size, cfg.alpha),  # Spearman's rho detected with power 0.8
     }
     table = example_scores[["example_id", "position", "n_answer_tokens", "sum_logprob", "mean_logprob"]].copy()
     table["order_index"] = np.arange(len(table))
@@ -47,3 +49,17 @@ def _figure(table: pd.DataFrame, score: str, test):
     axes.set(xlabel="position in the order under test", ylabel=score,
              title=f"Spearman(earliness, {score}) = {test.statistic:.3f}, p = {test.p_value:.3g}")
     return figure
+
+
+DECLARATION = DetectorDeclaration(
+    name="exch_rank",
+    schema=ExchRankConfig,
+    evaluator="medexp.evaluators.exchangeability:exch_rank",
+    inputs=frozenset({Input.scores}),
+    controls=SCORING_CONTROLS,
+    power=PowerFormula(SPEARMAN, "one", "examples", "Spearman rho (position vs log-likelihood)",
+                       "one-sided permutation test of Spearman's rho"),
+    power_count="medexp.evaluators.power_counts:examples",
+    docs="docs/detectors.md",
+    report_figures=("exchangeability heatmap",),
+)

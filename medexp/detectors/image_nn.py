@@ -49,7 +49,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from medexp.config.schemas import ControlKind, ImageNNConfig
 from medexp.detectors.base import DetectorResult
+from medexp.detectors.declaration import DetectorDeclaration, Input, Simulated
 
 NEIGHBOUR_COLUMNS = ("example_id", "position", "neighbour_id", "distance")
 
@@ -230,3 +232,24 @@ def _finite(values, what: str) -> np.ndarray:
     if not np.isfinite(values).all():
         raise ValueError(f"image_nn: {int((~np.isfinite(values)).sum())} non-finite {what}")
     return values
+
+
+_SCORE_ORDER = "the order comes from the cell model's scores, but image_nn uses no model and does not depend on order"
+
+DECLARATION = DetectorDeclaration(
+    name="image_nn",
+    schema=ImageNNConfig,
+    evaluator="medexp.evaluators.images:image_nn",
+    inputs=frozenset({Input.images, Input.corpus}),
+    controls=frozenset({ControlKind.none, ControlKind.order_hash, ControlKind.negative_images}),
+    power=Simulated("a beta-binomial test of the flag count against a calibrated rate"),
+    power_count="medexp.evaluators.images:image_sizes",
+    docs="docs/images.md",
+    control_reasons={
+        ControlKind.blind_image: "image_nn compares images only; without images there is nothing to test",
+        ControlKind.external_baseline: "image_nn involves no model, so there is nothing to run on a baseline model",
+        ControlKind.order_answer_len: _SCORE_ORDER,
+        ControlKind.order_mink: _SCORE_ORDER,
+    },
+    report_tables={"alpha_sweep": ("detector.sweep_alphas", "alpha_sweep.parquet")},
+)

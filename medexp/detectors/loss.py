@@ -20,9 +20,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from medexp.config.schemas import RankBy
+from medexp.config.schemas import ControlKind, LossConfig, RankBy
 from medexp.detectors.base import DetectorResult
 from medexp.detectors.cohort import CohortScores, model_colors, relabel_metrics
+from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input, Simulated
 from medexp.stats.cohort import cohort_relabel_test, deltas_vs_cohort
 
 _TEXT_COLUMNS = ("question", "answer")
@@ -87,3 +88,15 @@ def _figure(nll: np.ndarray, table: pd.DataFrame, models: list[str], cfg):
     axes[1].tick_params(axis="y", labelsize=6)
     axes[1].set(xlabel="cohort median NLL - target NLL (nats/token)", title=f"top {len(top)} by {RankBy(cfg.rank_by).value}")
     return figure
+
+
+DECLARATION = DetectorDeclaration(
+    name="loss",
+    schema=LossConfig,
+    evaluator="medexp.evaluators.cohort:loss",
+    inputs=frozenset({Input.scores, Input.references}),
+    controls=SCORING_CONTROLS | {ControlKind.synthetic},
+    power=Simulated("a cohort-relabel permutation test of the mean loss gap"),
+    power_count="medexp.evaluators.cohort:cohort_sizes",
+    docs="docs/detectors.md#cohort-detectors-mink_tail-topk_jaccard-loss",
+)

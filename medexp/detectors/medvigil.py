@@ -20,11 +20,14 @@ import pandas as pd
 
 from medexp.answers.table import RESPONSE_COLUMNS, Status, check_response_table
 from medexp.benchmarks.options import LETTERS, normalise
+from medexp.config.schemas import ControlKind, MedvigilConfig
 from medexp.config.tiers import TIERS
+from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input
 from medexp.detectors.medvigil_metrics import CONVENTIONS, NO_IMAGE, TRAP, medvigil_intervals, sensitivity_table
 from medexp.detectors.medvigil_tables import letter_preference, per_kind_table, sfr_tier_table, status_counts
 from medexp.hashing import derive_seed
 from medexp.stats.bootstrap import N_RESAMPLES
+from medexp.stats.power_table import ACCURACY_DIFFERENCE, PAIRED_ACCURACY, PowerFormula
 
 KIND_ALIASES = {"tcf": "paraphrase", "halluc_trap": "false_premise"}
 _BLUR = re.compile(r"^blur_(\d+(?:\.\d+)?)$")
@@ -167,5 +170,19 @@ def wording_inflation(table: pd.DataFrame, alpha: float, seed: int,
     first = originals.loc[cases, "correct"].astype(float).to_numpy()
     second = paraphrased.loc[cases].astype(float).to_numpy()
     images = [image if isinstance(image, str) else None for image in originals.loc[cases, "image"]]
-    return effect_size("medvigil", first, second, images, alpha, derive_seed(seed, "medvigil", "inflation"), 0.95,
+    return effect_size(DECLARATION.power, first, second, images, alpha, derive_seed(seed, "medvigil", "inflation"), 0.95,
                        n_resamples)
+
+
+DECLARATION = DetectorDeclaration(
+    name="medvigil",
+    schema=MedvigilConfig,
+    evaluator="medexp.evaluators.medvigil:medvigil",
+    inputs=frozenset({Input.answers}),
+    controls=SCORING_CONTROLS,
+    power=PowerFormula(PAIRED_ACCURACY, "two", "cases", ACCURACY_DIFFERENCE,
+                       "descriptive cell; the paired comparison of two models on the same cases (medvigil_compare's "
+                       "within-case swap test)"),
+    power_count="medexp.evaluators.power_counts:examples",
+    docs="docs/medvigil.md#the-cell-detector-medvigil",
+)

@@ -43,12 +43,19 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from medexp.config.schemas import ATTACKS_NEEDING_IN_REFERENCES, LiraVariance, MembershipAttack
+from medexp.config.schemas import (
+    ATTACKS_NEEDING_IN_REFERENCES,
+    ControlKind,
+    LiraVariance,
+    MembershipAttack,
+    MembershipConfig,
+)
 from medexp.detectors.base import DetectorResult
+from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input
 from medexp.detectors.differential import PairedLosses, metric_key
 from medexp.hashing import derive_seed
 from medexp.stats.conformal import conformal_discoveries
-from medexp.stats.power_table import detector_mde
+from medexp.stats.power_table import AUC, PowerFormula, detector_mde
 from medexp.stats.reference_attacks import TooFewReferences, lira_offline, lira_online, rmia
 from medexp.stats.roc import auc_bootstrap_ci, auc_permutation_test, mean_auc, tpr_at_fpr, youden_point
 from medexp.stats.shift import ShiftInputs, shift_test
@@ -179,7 +186,7 @@ def membership_detector(losses: PairedLosses, inputs: ShiftInputs, cfg, seed: in
         "n_examples": float(labels.size),
         "flag": float(chosen["p_value"] < cfg.alpha),
         # the AUC above 0.5 this test detects with power 0.8 at these members and non-members
-        "mde": detector_mde("membership", int(labels.sum()), cfg.alpha, n_negative=int((~labels).sum())),
+        "mde": detector_mde(DECLARATION.power, int(labels.sum()), cfg.alpha, n_negative=int((~labels).sum())),
     }
     shift = shift_test(inputs, labels, int(cfg.shift_folds), int(cfg.shift_permutations), int(cfg.n_bootstrap),
                        float(cfg.ci_level), seed)
@@ -244,3 +251,19 @@ def _roc_figure(labels: np.ndarray, scores: dict[str, np.ndarray], primary: Memb
     logarithmic.set(xscale="log", yscale="log", title="low-FPR view (log-log)")
     linear.legend(fontsize=7)
     return figure
+
+
+DECLARATION = DetectorDeclaration(
+    name="membership",
+    schema=MembershipConfig,
+    evaluator="medexp.evaluators.memorization:membership",
+    inputs=frozenset({Input.scores, Input.trained_pairs, Input.nonmembers, Input.references}),
+    controls=SCORING_CONTROLS - {ControlKind.external_baseline},
+    power=PowerFormula(AUC, "one", "members and non-members", "AUC above 0.5",
+                       "one-sided permutation test of the attack's AUC"),
+    power_count="medexp.evaluators.memorization:membership_sizes",
+    docs="docs/memorization.md#detectormembership",
+    control_reasons={ControlKind.external_baseline: (
+        "a baseline model has no independent counterpart trained without the canaries; name further pairs in "
+        "detector.pairs or references in detector.reference_models")},
+)

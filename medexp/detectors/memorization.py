@@ -22,7 +22,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from medexp.config.schemas import ControlKind, MemorizationConfig
 from medexp.detectors.base import DetectorResult
+from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input, Simulated
 from medexp.detectors.differential import PairedLosses, metric_key
 from medexp.hashing import derive_seed
 from medexp.stats.summaries import mean_ci, mean_difference_test, sign_test, spearman, within_group
@@ -178,3 +180,18 @@ def _scatter(losses: PairedLosses, m: np.ndarray):
     axes.axhline(0, color="black", linewidth=0.8)
     axes.legend(fontsize=7)
     return figure
+
+
+DECLARATION = DetectorDeclaration(
+    name="memorization",
+    schema=MemorizationConfig,
+    evaluator="medexp.evaluators.memorization:memorization",
+    inputs=frozenset({Input.scores, Input.trained_pairs, Input.nonmembers}),
+    controls=SCORING_CONTROLS - {ControlKind.external_baseline},
+    power=Simulated("a permutation test of members' mean M(x) over paired models"),
+    power_count="medexp.evaluators.memorization:memorization_sizes",
+    docs="docs/memorization.md#detectormemorization",
+    control_reasons={ControlKind.external_baseline: (
+        "a baseline model has no independent counterpart trained without the canaries; name further pairs in "
+        "detector.pairs or references in detector.reference_models")},
+)

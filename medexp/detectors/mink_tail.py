@@ -31,8 +31,10 @@ import logging
 import numpy as np
 import pandas as pd
 
+from medexp.config.schemas import ControlKind, MinkTailConfig
 from medexp.detectors.base import DetectorResult
 from medexp.detectors.cohort import CohortScores, meta_columns, min_k_scores, model_colors, relabel_metrics
+from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input, Simulated
 from medexp.stats.cohort import cohort_relabel_test, deltas_vs_cohort
 
 log = logging.getLogger("medexp")
@@ -137,3 +139,15 @@ def _figure(deltas: np.ndarray, models: list[str], strata: pd.DataFrame, cfg):
     axes[1].tick_params(axis="y", labelsize=7)
     axes[1].set(xlabel=f"Pr[Delta > {cfg.flag_threshold:g}]", title="per stratum")
     return figure
+
+
+DECLARATION = DetectorDeclaration(
+    name="mink_tail",
+    schema=MinkTailConfig,
+    evaluator="medexp.evaluators.cohort:mink_tail",
+    inputs=frozenset({Input.token_scores, Input.references}),
+    controls=SCORING_CONTROLS | {ControlKind.synthetic},
+    power=Simulated("a cohort-relabel permutation test of a tail fraction"),
+    power_count="medexp.evaluators.cohort:cohort_sizes",
+    docs="docs/detectors.md#cohort-detectors-mink_tail-topk_jaccard-loss",
+)

@@ -35,6 +35,7 @@ import pandas as pd
 
 from medexp.answers.table import Status
 from medexp.benchmarks.options import LETTERS
+from medexp.config.schemas import ControlKind, OptionOrderConfig
 from medexp.detectors.answer_arms import (
     effect_size,
     example_images,
@@ -49,10 +50,12 @@ from medexp.detectors.answer_arms import (
     strata_table,
 )
 from medexp.detectors.base import DetectorResult
+from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input
 from medexp.detectors.medvigil_compare import letter_preference_test
 from medexp.detectors.medvigil_tables import letter_preference
 from medexp.hashing import derive_seed
 from medexp.probes.choice import OPTION_SHUFFLE, ORIGINAL
+from medexp.stats.power_table import ACCURACY_DIFFERENCE, PAIRED_ACCURACY, PowerFormula
 
 ARMS = ((ORIGINAL, "original"), (OPTION_SHUFFLE, "shuffled"))
 
@@ -81,7 +84,7 @@ def option_order_detector(responses: pd.DataFrame, facts: pd.DataFrame, cfg, see
     shuffled = table[table["kind"] == OPTION_SHUFFLE]
     answered = pairs(table, ORIGINAL, OPTION_SHUFFLE)
     effect, effect_table = effect_size(
-        "option_order", answered.first, answered.second_means(), example_images(table, ORIGINAL, answered.example_ids),
+        DECLARATION.power, answered.first, answered.second_means(), example_images(table, ORIGINAL, answered.example_ids),
         cfg.alpha, derive_seed(seed, "option_order", "inflation"), cfg.ci_level)
     metrics.update(effect)
     metrics.update({
@@ -167,3 +170,16 @@ def _figure(metrics: dict[str, float], letters: pd.DataFrame):
     right.set_title("letters chosen and gold", fontsize=10)
     right.legend(fontsize=8)
     return figure
+
+
+DECLARATION = DetectorDeclaration(
+    name="option_order",
+    schema=OptionOrderConfig,
+    evaluator="medexp.evaluators.mmdetect:option_order",
+    inputs=frozenset({Input.answers}),
+    controls=SCORING_CONTROLS,
+    power=PowerFormula(PAIRED_ACCURACY, "one", "items with options", ACCURACY_DIFFERENCE,
+                       "one-sided exact McNemar: canonical order right more often than shuffled"),
+    power_count="medexp.evaluators.power_counts:items_with_options",
+    docs="docs/mmdetect.md#option_order-option-order-sensitivity",
+)

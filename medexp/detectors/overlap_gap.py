@@ -17,10 +17,12 @@ import re
 import numpy as np
 import pandas as pd
 
+from medexp.config.schemas import ControlKind, OverlapGapConfig
 from medexp.detectors.base import DetectorResult
+from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input
 from medexp.hashing import derive_seed
 from medexp.stats.cluster_gap import cluster_gap, gap_difference
-from medexp.stats.power_table import detector_mde
+from medexp.stats.power_table import TWO_SAMPLE_T, PowerFormula, detector_mde
 
 ALL = "all"
 
@@ -71,7 +73,7 @@ def overlap_gap_detector(target: pd.DataFrame, examples: pd.DataFrame, cfg, seed
         "flag": float(overall["p_value"] < cfg.alpha), "n_permutations": float(cfg.n_permutations),
         "permutation_seed": float(seed),
         **{key: float(overall[key]) for key in overall if key not in ("p_value", "stratum")},
-        "mde": detector_mde("overlap_gap", int(overall["n_flagged_images"]), float(cfg.alpha),
+        "mde": detector_mde(DECLARATION.power, int(overall["n_flagged_images"]), float(cfg.alpha),
                             n_negative=int(overall["n_images"] - overall["n_flagged_images"])),
     }
     for row in rows[1:]:
@@ -123,3 +125,18 @@ def _figure(table: pd.DataFrame, cfg):
     axes.axvline(0.0, color="grey", lw=0.8)
     axes.set(yticks=y, yticklabels=table["stratum"], xlabel=f"{cfg.score}: flagged minus unflagged (images resampled)")
     return figure
+
+
+DECLARATION = DetectorDeclaration(
+    name="overlap_gap",
+    schema=OverlapGapConfig,
+    evaluator="medexp.evaluators.overlap:overlap_gap",
+    inputs=frozenset({Input.scores}),
+    controls=SCORING_CONTROLS,
+    power=PowerFormula(TWO_SAMPLE_T, "one", "images (flagged and unflagged)",
+                       "Cohen's d of the images' mean scores, flagged against unflagged",
+                       "one-sided image-permutation test of the flagged-minus-unflagged gap in mean score (the t-test "
+                       "of image means approximates it)"),
+    power_count="medexp.evaluators.overlap:flagged_images",
+    docs="docs/real-records.md#scores-on-flagged-images-overlap_gap",
+)

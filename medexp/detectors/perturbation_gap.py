@@ -53,6 +53,7 @@ import numpy as np
 import pandas as pd
 
 from medexp.benchmarks.skips import reason_metrics
+from medexp.config.schemas import ControlKind, PerturbationGapConfig
 from medexp.detectors.answer_arms import (
     Pairs,
     effect_size,
@@ -67,10 +68,12 @@ from medexp.detectors.answer_arms import (
     strata_table,
 )
 from medexp.detectors.base import DetectorResult
+from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input
 from medexp.hashing import derive_seed
 from medexp.probes.choice import ORIGINAL
 from medexp.probes.twins import PERTURBED_TWIN
 from medexp.stats.constat import MIN_REFERENCES
+from medexp.stats.power_table import ACCURACY_DIFFERENCE, PAIRED_ACCURACY, PowerFormula
 
 ARMS = ((ORIGINAL, "original"), (PERTURBED_TWIN, "twin"))
 # paired_statistics names the arms first/second (CR, PCR): here they are the original and its twin.
@@ -109,7 +112,7 @@ def perturbation_gap_detector(responses: pd.DataFrame, facts: pd.DataFrame, cfg,
     metrics.update({"gap": gap["estimate"], "gap_ci_low": gap["low"], "gap_ci_high": gap["high"]})
     images = example_images(table, ORIGINAL, model_pairs.example_ids)
     effect, effect_table = effect_size(
-        "perturbation_gap", outcomes[:, 0], outcomes[:, 1], images,
+        DECLARATION.power, outcomes[:, 0], outcomes[:, 1], images,
         cfg.alpha, derive_seed(seed, "perturbation_gap", "inflation"), cfg.ci_level, cfg.n_resamples)
     metrics.update(effect)
     per_pair = pair_frame(table, ORIGINAL, PERTURBED_TWIN, cfg.strata).rename(columns=_PAIR_COLUMNS)
@@ -265,3 +268,20 @@ def _figure(metrics: dict[str, float], strata: pd.DataFrame, cfg):
     right.set_title(f"gap {metrics['gap']:+.3f} (bootstrap CI over pairs)"
                     + (f", by {first}" if len(labels) > 1 else ""), fontsize=10)
     return figure
+
+
+DECLARATION = DetectorDeclaration(
+    name="perturbation_gap",
+    schema=PerturbationGapConfig,
+    evaluator="medexp.evaluators.perturbation:perturbation_gap",
+    inputs=frozenset({Input.answers, Input.twin, Input.references}),
+    controls=SCORING_CONTROLS - {ControlKind.blind_image, ControlKind.external_baseline},
+    power=PowerFormula(PAIRED_ACCURACY, "one", "original/twin pairs", ACCURACY_DIFFERENCE,
+                       "one-sided exact McNemar: original right more often than its twin"),
+    power_count="medexp.evaluators.perturbation:twin_pairs",
+    docs="docs/perturbation.md#detector-perturbation_gap",
+    control_reasons={
+        ControlKind.blind_image: "the twin differs from its original by its image; without images both arms ask the same question",
+        ControlKind.external_baseline: "clean comparison models are named in detector.reference_models",
+    },
+)

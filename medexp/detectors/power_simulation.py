@@ -1,5 +1,5 @@
 """Power by simulation: the minimum detectable effect (MDE) of the detectors whose test has no
-closed power formula (``medexp.stats.power_table.BY_SIMULATION``), each simulated through the
+closed power formula (whose declarations say ``power=Simulated(...)``), each simulated through the
 statistics functions its detector calls, on synthetic data from a stated generative model.
 
 It lives with the detectors, not in ``medexp.stats``, because two of the tests it runs are the

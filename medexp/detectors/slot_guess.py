@@ -30,6 +30,7 @@ import pandas as pd
 
 from medexp.answers.parse import exact_match, rouge_l
 from medexp.answers.table import Status
+from medexp.config.schemas import ControlKind, SlotGuessConfig
 from medexp.detectors.answer_arms import (
     effect_size,
     example_images,
@@ -44,8 +45,10 @@ from medexp.detectors.answer_arms import (
     strata_table,
 )
 from medexp.detectors.base import DetectorResult
+from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input
 from medexp.hashing import derive_seed
 from medexp.probes.slots import BACK_TRANSLATION, SLOT_MASK
+from medexp.stats.power_table import ACCURACY_DIFFERENCE, PAIRED_ACCURACY, PowerFormula
 
 ARMS = ((SLOT_MASK, "original"), (BACK_TRANSLATION, "back"))
 
@@ -75,7 +78,7 @@ def slot_guess_detector(responses: pd.DataFrame, facts: pd.DataFrame, cfg, seed:
     metrics.update(skipped_metrics(skipped))
     answered = pairs(table, SLOT_MASK, BACK_TRANSLATION)
     effect, effect_table = effect_size(
-        "slot_guess", answered.first, answered.second_means(), example_images(table, SLOT_MASK, answered.example_ids),
+        DECLARATION.power, answered.first, answered.second_means(), example_images(table, SLOT_MASK, answered.example_ids),
         cfg.alpha, derive_seed(seed, "slot_guess", "inflation"), cfg.ci_level)
     metrics.update(effect)
     metrics.update({
@@ -125,3 +128,16 @@ def _figure(metrics: dict[str, float]):
     right.set_ylabel("mean ROUGE-L F1")
     right.set_title(f"ROUGE-L: Delta = {metrics['delta_rouge']:+.3f}", fontsize=10)
     return figure
+
+
+DECLARATION = DetectorDeclaration(
+    name="slot_guess",
+    schema=SlotGuessConfig,
+    evaluator="medexp.evaluators.mmdetect:slot_guess",
+    inputs=frozenset({Input.answers}),
+    controls=SCORING_CONTROLS,
+    power=PowerFormula(PAIRED_ACCURACY, "one", "items (an upper bound: items without a shared keyword are skipped at "
+                       "run time)", ACCURACY_DIFFERENCE, "one-sided exact McNemar: the original wording filled right more often"),
+    power_count="medexp.evaluators.power_counts:examples",
+    docs="docs/mmdetect.md#slot_guess-slot-guessing-on-back-translated-text",
+)

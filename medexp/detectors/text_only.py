@@ -48,6 +48,7 @@ import pandas as pd
 
 from medexp.answers.table import Status
 from medexp.benchmarks.options import LETTERS, normalise
+from medexp.config.schemas import ControlKind, TextOnlyConfig
 from medexp.config.schemas.mmdetect import ChanceModel
 from medexp.detectors.answer_arms import (
     effect_size,
@@ -61,9 +62,11 @@ from medexp.detectors.answer_arms import (
     status_counts,
 )
 from medexp.detectors.base import DetectorResult
+from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input
 from medexp.hashing import derive_seed
 from medexp.probes.choice import ORIGINAL, TEXT_ONLY
 from medexp.stats.paired import accuracy_above_chances, wilson_interval
+from medexp.stats.power_table import ABOVE_CHANCE, PowerFormula
 
 
 def text_only_detector(responses: pd.DataFrame, facts: pd.DataFrame, cfg, seed: int,
@@ -80,7 +83,7 @@ def text_only_detector(responses: pd.DataFrame, facts: pd.DataFrame, cfg, seed: 
     metrics = _chance_metrics(answered, cfg.ci_level)
     # the text-only probe has no image: the cluster is its example's (the original probe's) image
     effect, effect_table = effect_size(
-        "text_only", answered["correct"].to_numpy(dtype=np.float64), answered["chance"].to_numpy(dtype=np.float64),
+        DECLARATION.power, answered["correct"].to_numpy(dtype=np.float64), answered["chance"].to_numpy(dtype=np.float64),
         example_images(table, ORIGINAL, list(answered["example_id"])), cfg.alpha,
         derive_seed(seed, "text_only", "inflation"), cfg.ci_level, chance=metrics["chance_rate"])
     metrics.update(effect)
@@ -194,3 +197,16 @@ def _figure(metrics: dict[str, float]):
     ], f"text-only accuracy vs chance: p = {metrics['p_value']:.3g}", "share of probes (Wilson CI)",
         (metrics["chance_rate"], "chance"))
     return figure
+
+
+DECLARATION = DetectorDeclaration(
+    name="text_only",
+    schema=TextOnlyConfig,
+    evaluator="medexp.evaluators.mmdetect:text_only",
+    inputs=frozenset({Input.answers}),
+    controls=SCORING_CONTROLS,
+    power=PowerFormula(ABOVE_CHANCE, "one", "items with options", "accuracy above chance (fraction; 0.05 = 5 accuracy points)",
+                       "one-sided exact test: text-only accuracy above the chance rate"),
+    power_count="medexp.evaluators.power_counts:items_with_options",
+    docs="docs/mmdetect.md#text_only-the-unimodal-leakage-probe",
+)

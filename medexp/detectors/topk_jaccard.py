@@ -32,9 +32,10 @@ from dataclasses import asdict
 import numpy as np
 import pandas as pd
 
-from medexp.config.schemas import OverlapNull, RankBy
+from medexp.config.schemas import ControlKind, OverlapNull, RankBy, TopKJaccardConfig
 from medexp.detectors.base import DetectorResult
 from medexp.detectors.cohort import CohortScores
+from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input, Simulated
 from medexp.detectors.mink_tail import minkpp_matrix
 from medexp.stats.cohort import cohort_relabel_overlap_test, deltas_vs_cohort, top_k_indices, top_k_overlap
 from medexp.stats.multiple_testing import adjust_pvalues
@@ -116,3 +117,17 @@ def _figure(table: pd.DataFrame, models: list[str], cfg, rank_by: RankBy):
     axes.set_title(f"top-{cfg.top_k} Jaccard by {rank_by.value} (cell: intersection/K, lift over K^2/n)", fontsize=9)
     figure.colorbar(image, ax=axes, label="Jaccard")
     return figure
+
+
+DECLARATION = DetectorDeclaration(
+    name="topk_jaccard",
+    schema=TopKJaccardConfig,
+    evaluator="medexp.evaluators.cohort:topk_jaccard",
+    inputs=frozenset({Input.token_scores, Input.references}),
+    controls=SCORING_CONTROLS | {ControlKind.synthetic},
+    power=Simulated("a cohort-relabel permutation test of the largest top-K overlap (or, with null=hypergeometric, "
+                    "hypergeometric tests of the overlaps)"),
+    power_count="medexp.evaluators.cohort:cohort_sizes",
+    docs="docs/detectors.md#cohort-detectors-mink_tail-topk_jaccard-loss",
+    report_tables={"per_pair": ("detector.top_k", "per_pair.parquet")},
+)

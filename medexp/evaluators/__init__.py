@@ -1,54 +1,25 @@
-"""From a cell to a detector result: one evaluator per detector kind, named in :data:`EVALUATORS`.
+"""From a cell to a detector result: one evaluator per detector, named by its declaration.
 
 An evaluator (:data:`~medexp.evaluators.context.Evaluator`) takes the cell's
 :class:`~medexp.evaluators.context.CellContext`, fetches the score tables or answers its detector
-needs (through the caches) and calls the detector, a pure function over them. Each family's
-evaluators sit in one module, named like its schema module in :mod:`medexp.config.schemas`.
+needs (through the caches) and calls the detector, a pure function over them. The detector's
+declaration (:mod:`medexp.detectors.declaration`, at the end of its module in
+:mod:`medexp.detectors`) names its evaluator as "module:function"; each family's evaluators sit in
+one module, named like its schema module in :mod:`medexp.config.schemas`.
 """
 
 from __future__ import annotations
 
 from omegaconf import OmegaConf
 
-from medexp.config.schemas import DETECTOR_SCHEMAS
+from medexp.detectors import declaration_for
 from medexp.evaluators.context import Evaluator
 from medexp.registry import import_object
 
-# Detector kind (the name its schema is stored under, DETECTOR_SCHEMAS) -> its evaluator, as
-# "module:function" so that only the cell's family module is imported, on first use.
-EVALUATORS = {
-    "exch": "medexp.evaluators.exchangeability:exch",
-    "exch_rank": "medexp.evaluators.exchangeability:exch_rank",
-    "mink_tail": "medexp.evaluators.cohort:mink_tail",
-    "topk_jaccard": "medexp.evaluators.cohort:topk_jaccard",
-    "loss": "medexp.evaluators.cohort:loss",
-    "image_nn": "medexp.evaluators.images:image_nn",
-    "composition_sweep": "medexp.evaluators.composition:composition_sweep",
-    "memorization": "medexp.evaluators.memorization:memorization",
-    "membership": "medexp.evaluators.memorization:membership",
-    "dataset_inference": "medexp.evaluators.dataset_tests:dataset_inference",
-    "codec": "medexp.evaluators.dataset_tests:codec",
-    "option_order": "medexp.evaluators.mmdetect:option_order",
-    "slot_guess": "medexp.evaluators.mmdetect:slot_guess",
-    "text_only": "medexp.evaluators.mmdetect:text_only",
-    "medvigil": "medexp.evaluators.medvigil:medvigil",
-    "perturbation_gap": "medexp.evaluators.perturbation:perturbation_gap",
-    "overlap_gap": "medexp.evaluators.overlap:overlap_gap",
-}
-
-
-def detector_kind(detector_cfg) -> str:
-    """The kind of a composed detector config: the name its schema is stored under."""
-    schema = OmegaConf.get_type(detector_cfg)
-    kinds = [kind for kind, kind_schema in DETECTOR_SCHEMAS.items() if kind_schema is schema]
-    if not kinds or kinds[0] not in EVALUATORS:
-        raise NotImplementedError(f"no evaluator for detector schema {schema.__name__}")
-    return kinds[0]
-
 
 def evaluator_for(detector_cfg) -> Evaluator:
-    """The evaluator of a composed detector config (its module is imported here, once)."""
-    return import_object(EVALUATORS[detector_kind(detector_cfg)])
+    """The evaluator of a composed detector config, as its declaration names it (its module is imported here, once)."""
+    return import_object(declaration_for(detector_cfg).evaluator)
 
 
 def cell_model_configs(cfg) -> dict:

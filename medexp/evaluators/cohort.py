@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 
 from medexp.detectors.base import DetectorResult
+from medexp.detectors.declaration import PowerCount
 from medexp.evaluators.context import CellContext
 
 log = logging.getLogger("medexp")
@@ -89,3 +90,19 @@ def _with_mde(ctx: CellContext, kind: str, result: DetectorResult, extra_sizes: 
 
     sizes = {"examples": int(result.metrics["n_examples"]), "models": int(result.metrics["n_models"]), **extra_sizes}
     return with_simulated_mde(result, kind, sizes, float(ctx.cfg.detector.alpha), ctx.cache_dir)
+
+
+def cohort_sizes(cfg, load) -> PowerCount:
+    """``python -m medexp.power``'s count for a cohort detector: the examples and the cohort's models
+    (a top-K detector adds its top_k and ranking)."""
+    from medexp.config.schemas import RankBy
+
+    n_examples = len(load())
+    references = list(listed_references(cfg))
+    sizes = {"examples": n_examples, "models": 1 + len(references)}
+    counted = (f"{n_examples} examples; cohort: the target {cfg.model.name} and {len(references)} references "
+               f"({', '.join(references)}; external baselines a control adds are not counted)")
+    if "top_k" in cfg.detector:
+        sizes.update(top_k=int(cfg.detector.top_k), rank_by_delta=int(RankBy(cfg.detector.rank_by) is RankBy.delta))
+        counted += f"; top_k={cfg.detector.top_k}, rank_by={RankBy(cfg.detector.rank_by).value}"
+    return PowerCount(n=n_examples, lines=(counted,), sizes=sizes)

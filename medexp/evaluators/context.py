@@ -27,8 +27,8 @@ class CellContext:
     # Model configs joining detector.cohort as references (external baselines; when a baseline
     # is the audited model, the cell's own model too). Entries naming the target are skipped.
     cohort_additions: list[DictConfig] = field(default_factory=list)
-    corpus: Benchmark | None = None  # image_nn's reference corpus, loaded with the cell's inputs
-    twin: Benchmark | None = None  # perturbation_gap: the bench's perturbed twin, loaded with the cell's inputs
+    corpus: Benchmark | None = None  # a reference image corpus (Input.corpus), loaded with the cell's inputs
+    twin: Benchmark | None = None  # the bench's perturbed twin (Input.twin), loaded with the cell's inputs
     # Models on record (source: scores) read so far, by model name: what their files gave and skipped.
     records: dict = field(default_factory=dict)
 
@@ -79,8 +79,9 @@ class CellContext:
         return control_nonmembers(ControlKind(self.cfg.control.kind), released)
 
     def scoring_metrics(self) -> dict[str, float]:
-        """``tokens_naive`` and ``tokens_computed`` of the teacher-forced scoring this cell ran
-        (see ``medexp.models.hf.TokenCounts``); none when the model was never loaded (every
+        """``tokens_naive``, ``tokens_computed`` and ``images_processed`` (the images the image
+        processor ran on) of the teacher-forced scoring this cell ran (see
+        ``medexp.models.hf.TokenCounts``); none when the model was never loaded (every
         score came from the cache: nothing was computed) or its scorer does not count tokens.
         The counts describe this run's work, so they are not stored with the cached scores,
         whose key leaves out how they were computed (``model.shared_prefix``)."""
@@ -90,7 +91,8 @@ class CellContext:
         counts = getattr(self.__dict__.get("_scorer"), "token_counts", None)
         if counts is None or not counts.naive:
             return metrics
-        return {**metrics, "tokens_naive": float(counts.naive), "tokens_computed": float(counts.computed)}
+        return {**metrics, "tokens_naive": float(counts.naive), "tokens_computed": float(counts.computed),
+                "images_processed": float(counts.images_processed)}
 
 
 # An evaluator: fetches the score tables or answers its detector needs and calls the detector.

@@ -17,6 +17,7 @@ import pandas as pd
 
 from medexp.benchmarks.base import Example
 from medexp.detectors.base import DetectorResult
+from medexp.detectors.declaration import PowerCount
 from medexp.evaluators.context import CellContext
 from medexp.hashing import derive_seed
 
@@ -80,3 +81,17 @@ def _scores(ctx: CellContext, examples: list[Example]) -> pd.DataFrame:
     from medexp.scoring import example_scores
 
     return example_scores(ctx.scorer, ctx.model_key, examples, ctx.cache_dir)
+
+
+def tested_halves(cfg, load) -> PowerCount:
+    """``python -m medexp.power``'s count for dataset_inference: the members and non-members of
+    half B, the half its test runs on (half A fits the linear model)."""
+    from medexp.detectors.dataset_inference import scored_half_size
+
+    members = len(load())
+    nonmembers = len(load(split=str(cfg.detector.nonmember_split)))
+    tested_members, tested_nonmembers = scored_half_size(members), scored_half_size(nonmembers)
+    return PowerCount(n=tested_members + tested_nonmembers, first=tested_members, lines=(
+        f"members: {members} (split {cfg.bench.split}), non-members: {nonmembers} "
+        f"(split {cfg.detector.nonmember_split}); half B, the tested half: {tested_members} and "
+        f"{tested_nonmembers} (half A fits the model)",))

@@ -18,6 +18,7 @@ cell's distribution-shift control reads the members' and non-members' inputs onl
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from collections import Counter
@@ -26,6 +27,7 @@ import numpy as np
 
 from medexp.benchmarks.base import Example
 from medexp.detectors.base import DetectorResult
+from medexp.detectors.declaration import PowerCount
 from medexp.evaluators.context import CellContext
 from medexp.models.keys import model_cache_key
 
@@ -250,3 +252,23 @@ def _atypicality(inputs: DifferentialInputs, embedder_cfg, cache_dir) -> np.ndar
         centroid = normalise(features[selected].mean(axis=0, keepdims=True))[0]
         distance[selected] = 1.0 - features[selected] @ centroid
     return np.concatenate([distance, np.full(len(inputs.nonmembers), np.nan)])
+
+
+def memorization_sizes(cfg, load) -> PowerCount:
+    """``python -m medexp.power``'s count for memorization: members and non-members."""
+    members = len(load())
+    nonmembers = len(load(split=str(cfg.detector.nonmember_split)))
+    counted = (f"{members + nonmembers} members and non-members: {members} members (split {cfg.bench.split}), "
+               f"{nonmembers} non-members (split {cfg.detector.nonmember_split}); a trained candidate's own "
+               "partitions differ")
+    return PowerCount(n=members + nonmembers, first=members, lines=(counted,),
+                      sizes={"members": members, "nonmembers": nonmembers})
+
+
+def membership_sizes(cfg, load) -> PowerCount:
+    """``python -m medexp.power``'s count for membership: the members and non-members of the
+    benchmark's splits (a trained model's own partitions differ)."""
+    from medexp.evaluators.power_counts import members_and_nonmembers
+
+    count = members_and_nonmembers(cfg, load)
+    return dataclasses.replace(count, lines=(count.lines[0] + "; a trained model's own partitions differ",))

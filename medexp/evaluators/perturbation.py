@@ -9,6 +9,7 @@ import functools
 import logging
 
 from medexp.detectors.base import DetectorResult
+from medexp.detectors.declaration import PowerCount
 from medexp.evaluators.answering import answers, gated, with_answer_counts
 from medexp.evaluators.context import CellContext
 from medexp.models.keys import model_cache_key
@@ -62,3 +63,14 @@ def _reference_answers(ctx: CellContext, reference, probes):
     scorer = functools.cache(functools.partial(load_scorer, reference, ctx.cache_dir))
     return model_answers(reference, model_cache_key(reference, ctx.cache_dir), scorer, probes,
                          ctx.cfg.detector.answer, ctx.cache_dir)
+
+
+def twin_pairs(cfg, load) -> PowerCount:
+    """``python -m medexp.power``'s count for perturbation_gap: the original/twin pairs."""
+    from medexp.benchmarks.twins import load_twin, pair_twins
+
+    benchmark = load()
+    twins = load_twin(cfg.bench, cfg.paths.cache_dir)
+    pairs = pair_twins(benchmark.examples, benchmark.skipped, twins, cfg.bench.twin,
+                       originals_complete=cfg.bench.max_examples is None, bench_name=str(cfg.bench.name)).pairs
+    return PowerCount(n=len(pairs))

@@ -1,7 +1,8 @@
 """Tables a report reads from the artefacts of tracked runs, and the values derived from them.
 
 Only runs that produce a table are asked for it: a run is recognised by a config parameter that
-only its detector has (image_nn's ``detector.sweep_alphas``, topk_jaccard's ``detector.top_k``).
+only its detector has, as the detector's declaration says (``report_tables``: image_nn's
+``detector.sweep_alphas``, topk_jaccard's ``detector.top_k``).
 From an image_nn run's alpha sweep the report derives three values a claim may read:
 
 * ``alpha_sweep_max_p_value``: the largest flag-count p-value over the swept alphas, so
@@ -19,11 +20,14 @@ from medexp.report.cells import CellRun
 
 log = logging.getLogger("medexp")
 
-# table name -> (the parameter marking runs that log it, its artefact path)
-ARTEFACT_TABLES = {
-    "alpha_sweep": ("detector.sweep_alphas", "alpha_sweep.parquet"),
-    "per_pair": ("detector.top_k", "per_pair.parquet"),
-}
+
+
+def artefact_tables() -> dict[str, tuple[str, str]]:
+    """Table name -> (the parameter marking runs that log it, its artefact path), as the detectors declare them."""
+    from medexp.detectors import declarations
+
+    return {name: spec for declaration in declarations() for name, spec in declaration.report_tables.items()}
+
 ALPHA_SWEEP_VALUES = ("alpha_sweep_max_p_value", "alpha_sweep_min_flag_rate", "alpha_sweep_span")
 
 
@@ -31,9 +35,10 @@ def read_artefact_tables(tracker, cells: Iterable[CellRun]) -> dict[str, dict[st
     """Table name -> run id -> DataFrame, for the cells whose runs log that table."""
     from tqdm import tqdm
 
-    wanted = [(name, path, cell) for cell in cells for name, (marker, path) in ARTEFACT_TABLES.items()
+    declared = artefact_tables()
+    wanted = [(name, path, cell) for cell in cells for name, (marker, path) in declared.items()
               if marker in cell.params]
-    tables: dict[str, dict[str, object]] = {name: {} for name in ARTEFACT_TABLES}
+    tables: dict[str, dict[str, object]] = {name: {} for name in declared}
     for name, path, cell in tqdm(wanted, desc="report: artefact tables", unit="table", disable=len(wanted) < 10):
         try:
             tables[name][cell.run_id] = tracker.read_table(cell.run_id, path)

@@ -35,7 +35,7 @@ from medexp.report.dose_response import dose_curves, dose_response_figure
 from medexp.report.replicates import ReplicateRow, replicate_rows, replicate_seed
 
 SIGNIFICANT = 0.01  # Fig. 1 marks cells with p below this (the audit's threshold)
-EXCHANGEABILITY_FAMILIES = ("exch", "exch_rank")
+EXCHANGEABILITY_HEATMAP = "exchangeability heatmap"  # a figure a detector declares its cells feed (report_figures)
 FLAG_PROBABILITY = re.compile(r"^false_positive_flag_prob_(\d+)$")
 
 
@@ -63,7 +63,10 @@ def draw_figures(index: CellIndex, tables: Mapping[str, Mapping[str, Any]]) -> l
 
 def exchangeability_heatmaps(index: CellIndex) -> list[ReportFigure]:
     figures = []
-    for detector_family in EXCHANGEABILITY_FAMILIES:
+    from medexp.detectors import declarations
+
+    for detector_family in [declaration.name for declaration in declarations()
+                            if EXCHANGEABILITY_HEATMAP in declaration.report_figures]:
         family = f"{detector_family}/none"
         cells = [cell for cell in index.finished if cell.family == family and "p_value" in cell.values]
         if not cells:

@@ -1,7 +1,8 @@
 """From a composed cell config to a detector result: load, control, evaluate, count skips.
 
-The detector's evaluator is named in :data:`medexp.evaluators.EVALUATORS`; it fetches the score
-tables its detector needs and calls the detector, a pure function over those tables.
+The detector's declaration (``medexp.detectors.declaration_for(cfg.detector)``, at the end of the
+detector's module) names its evaluator; the evaluator fetches the score tables its detector needs
+and calls the detector, a pure function over those tables.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ def check_cell(cfg: DictConfig) -> None:
     from medexp.controls import check_control_fits
     from medexp.evaluators import check_records
 
-    evaluator_for(cfg.detector)  # NotImplementedError for a detector kind without one
+    evaluator_for(cfg.detector)  # NotImplementedError for a detector schema without a declaration
     check_control_fits(cfg.control, cfg.detector)
     check_records(cfg)  # a record of scores cannot serve a detector that needs the model itself
 
@@ -30,8 +31,8 @@ def evaluate(cfg: DictConfig, seed: int, inputs: CellInputs | None = None) -> tu
     """Run the cell ``cfg`` describes on its ``inputs`` (loaded here when not given): control,
     scores, detector; return its metrics (the detector's, plus ``control_order_spearman``,
     ``n_skipped_examples``, ``n_skipped.<reason>``, when bench.dedup removed rows,
-    ``n_deduplicated``, and when the cell's model scored anything, ``tokens_naive`` and
-    ``tokens_computed``) and result."""
+    ``n_deduplicated``, and when the cell's model scored anything, ``tokens_naive``,
+    ``tokens_computed`` and ``images_processed``) and result."""
     from medexp.config.schemas import ControlKind
     from medexp.controls import apply_control, order_spearman
     from medexp.evaluators.baselines import run_with_baselines

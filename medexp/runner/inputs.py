@@ -16,10 +16,10 @@ from medexp.benchmarks.base import Benchmark
 @dataclass(frozen=True)
 class CellInputs:
     benchmark: Benchmark  # the examples the detector sees (the bench, or a negative control's image set)
-    corpus: Benchmark | None  # image_nn's reference corpus
+    corpus: Benchmark | None  # the reference image corpus of a detector that reads one (Input.corpus)
     bench_hash: str  # content hash of the benchmark (ids, text, options, image bytes)
     inputs_hash: str  # bench_hash, the corpus's and twin's content and the weights of every model the cell reads
-    twin: Benchmark | None = None  # perturbation_gap: the benchmark's perturbed twin
+    twin: Benchmark | None = None  # the benchmark's perturbed twin, for a detector that reads one (Input.twin)
 
 
 def load_inputs(cfg, cache_dir: str | Path) -> CellInputs:
@@ -27,8 +27,9 @@ def load_inputs(cfg, cache_dir: str | Path) -> CellInputs:
     from omegaconf import OmegaConf
 
     from medexp.benchmarks.content import content_hash
-    from medexp.config.schemas import ImageNNConfig, PerturbationGapConfig
     from medexp.controls import control_benchmark
+    from medexp.detectors import declaration_for
+    from medexp.detectors.declaration import Input
     from medexp.evaluators import cell_reads_pixels
     from medexp.hashing import stable_hash
 
@@ -37,15 +38,16 @@ def load_inputs(cfg, cache_dir: str | Path) -> CellInputs:
     benchmark = control_benchmark(cfg, cache_dir, OmegaConf.get_type(cfg.detector).example_fields,
                                   pixels=cell_reads_pixels(cfg))
     bench_hash = content_hash(benchmark.examples, cache_dir)
+    reads = declaration_for(cfg.detector).inputs
     corpus = None
     parts = {"benchmark": bench_hash}
-    if OmegaConf.get_type(cfg.detector) is ImageNNConfig:
+    if Input.corpus in reads:
         from medexp.images.audit import load_corpus
 
         corpus = load_corpus(cfg.detector.corpus, cache_dir)
         parts["corpus"] = content_hash(corpus.examples, cache_dir)
     twin = None
-    if OmegaConf.get_type(cfg.detector) is PerturbationGapConfig:
+    if Input.twin in reads:
         from medexp.benchmarks.twins import load_twin
 
         twin = load_twin(cfg.bench, cache_dir)

@@ -225,6 +225,7 @@ def test_the_released_wordings_inflation_by_hand():
     cases c1-c3 give original 2/3 against paraphrase 1/3: inflation 1/3, the MDE at three cases."""
     from dataclasses import replace
 
+    from medexp.detectors import declaration_of
     from medexp.stats.power_table import detector_mde
 
     probes, responses = build()
@@ -232,7 +233,7 @@ def test_the_released_wordings_inflation_by_hand():
     m = result["metrics"]
     assert m["inflation"] == pytest.approx(1 / 3) and m["inflation_n_clusters"] == 3.0
     assert m["inflation_ci_low"] <= 1 / 3 <= m["inflation_ci_high"]
-    assert m["mde"] == pytest.approx(detector_mde("medvigil", 3, 0.05))
+    assert m["mde"] == pytest.approx(detector_mde(declaration_of("medvigil").power, 3, 0.05))
     effect = result["tables"]["effect"].iloc[0]
     assert (effect["resampling_unit"], effect["n_items"], effect["alpha"]) == ("item", 3, 0.05)
     assert "image" not in result["tables"]["per_probe"].columns  # the per-probe artifact as before

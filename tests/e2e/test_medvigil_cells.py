@@ -24,6 +24,7 @@ from PIL import Image
 from medexp.config import compose
 from medexp.config.ranges import ConfigRangeError, validate
 from medexp.runner.cell_run import run_cell
+from medexp.detectors import declaration_of
 from medexp.stats.power_table import detector_mde
 from tests.answers.server import ChatServer, option_texts
 from tests.benchmarks.medvigil_upstream import (
@@ -106,7 +107,7 @@ def test_release_cell_from_a_harness_file_matches_hand_computation(tmp_path):
     # the released wording's inflation: originals 3 of 3 against paraphrases 2 of 3 (the unparsed
     # tcf), one image per case, and the paired accuracy MDE at three cases and detector.alpha
     assert (m["inflation"], m["inflation_n_clusters"]) == (pytest.approx(1 / 3), 3.0)
-    assert m["mde"] == pytest.approx(detector_mde("medvigil", 3, 0.01))
+    assert m["mde"] == pytest.approx(detector_mde(declaration_of("medvigil").power, 3, 0.01))
 
     per_probe = _artifact(tmp_path, outcome.run_id, "per_probe.parquet")
     assert len(per_probe) == 31 and set(per_probe["status"]) == {"ok", "unparsed", "error"}

@@ -139,5 +139,6 @@ def test_a_cell_reports_the_tokens_its_scorer_computed(tiny_checkpoint, shared_e
     assert ctx.scoring_metrics() == {}  # model never loaded: every score came from the cache
     ctx.scorer().score_examples(shared_examples)
     metrics = ctx.scoring_metrics()
-    assert metrics == {"tokens_naive": scorer.token_counts.naive, "tokens_computed": scorer.token_counts.computed}
+    assert metrics == {"tokens_naive": scorer.token_counts.naive, "tokens_computed": scorer.token_counts.computed,
+                       "images_processed": scorer.token_counts.images_processed}
     assert 0 < metrics["tokens_computed"] < metrics["tokens_naive"]

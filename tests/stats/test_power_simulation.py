@@ -19,7 +19,8 @@ from medexp.detectors.power_simulation import (
     simulated_n,
     simulation_permutations,
 )
-from medexp.stats.power_table import BY_SIMULATION
+from medexp.detectors import declarations
+from medexp.detectors.declaration import Simulated
 
 SMALL = {
     "mink_tail": {"examples": 150, "models": 4},
@@ -33,7 +34,8 @@ SMALL = {
 
 def test_every_kind_without_a_formula_but_with_a_test_is_simulated():
     # topk_jaccard is simulated under each of its nulls (detector.null: relabel, hypergeometric)
-    assert set(SIMULATED_TESTS) == set(BY_SIMULATION) | {"topk_jaccard_hypergeometric"}
+    simulated = {declaration.name for declaration in declarations() if isinstance(declaration.power, Simulated)}
+    assert set(SIMULATED_TESTS) == simulated | {"topk_jaccard_hypergeometric"}
     assert simulated_kind("topk_jaccard", OmegaConf.create({"null": "hypergeometric"})) == "topk_jaccard_hypergeometric"
     assert simulated_kind("topk_jaccard", OmegaConf.create({"null": "relabel"})) == "topk_jaccard"
 
