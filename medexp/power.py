@@ -5,11 +5,11 @@ benchmark as a cell would (no model), counts the detector's n (items, original/t
 members and non-members, or the shards the detector config cuts), and prints the minimum
 detectable effect (MDE) at the detector's alpha (``detector.alpha``) and the requested power;
 with ``effect=`` also the n that effect needs and whether the benchmark has it. The formulas
-and their units are :mod:`medexp.stats.power`'s; the detector's declaration
+and their units are :mod:`medexp.stats.sample_size`'s; the detector's declaration
 (:mod:`medexp.detectors.declaration`) names its formula and how its n is counted. Detectors
 without a closed formula are answered by simulating their own test
 (:mod:`medexp.detectors.power_simulation`, cached under ``paths.cache_dir``/power by
-:mod:`medexp.evaluators.simulated_power`); a detector that tests nothing exits non-zero with the
+:mod:`medexp.evaluators.simulated_power_cache`); a detector that tests nothing exits non-zero with the
 reason.
 
 Assumptions the command line can change:
@@ -71,7 +71,7 @@ def effect_scale(cfg, declaration) -> tuple[Range, str]:
     an effect in SDs (Cohen's d, a loss gap) has no upper end."""
     from medexp.detectors.declaration import Simulated
     from medexp.detectors.power_simulation import simulated_kind, simulated_test
-    from medexp.stats.power_table import ABOVE_CHANCE, AUC, PAIRED_ACCURACY, SPEARMAN
+    from medexp.stats.detector_power import ABOVE_CHANCE, AUC, PAIRED_ACCURACY, SPEARMAN
 
     if isinstance(declaration.power, Simulated):
         test = simulated_test(simulated_kind(declaration.name, cfg.detector))
@@ -95,8 +95,8 @@ def answer(cfg, options: dict[str, float | None]) -> list[str]:
     from medexp.detectors import declaration_for
     from medexp.detectors.declaration import Simulated, Untested
     from medexp.registry import import_object
-    from medexp.stats import power as pw
-    from medexp.stats.power_table import (
+    from medexp.stats import sample_size as pw
+    from medexp.stats.detector_power import (
         ABOVE_CHANCE, AUC, ONE_SAMPLE_T, PAIRED_ACCURACY, SPEARMAN, TWO_SAMPLE_T, NoPowerFormula,
     )
 
@@ -163,7 +163,7 @@ def simulated_answer(cfg, options: dict[str, float | None], kind: str, count) ->
     import math
 
     from medexp.detectors.power_simulation import LARGEST_SCALE, assumptions_of, simulated_kind, simulated_test
-    from medexp.evaluators.simulated_power import cached_simulated_mde, cached_simulated_n
+    from medexp.evaluators.simulated_power_cache import cached_simulated_mde, cached_simulated_n
 
     sizes = dict(count.sizes)
     kind = simulated_kind(kind, cfg.detector)  # the detector's own test (topk_jaccard: its null)

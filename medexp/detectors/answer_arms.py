@@ -38,7 +38,7 @@ from medexp.probes.choice import EXAMPLE_META
 from medexp.stats.bootstrap import N_RESAMPLES
 from medexp.stats.inflation import paired_inflation
 from medexp.stats.paired import mcnemar_exact, relabel_test, wilson_interval
-from medexp.stats.power_table import MDE_POWER, PowerFormula, detector_mde
+from medexp.stats.detector_power import MDE_POWER, PowerFormula, detector_mde
 
 MISSING_STRATUM = "(missing)"
 

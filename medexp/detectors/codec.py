@@ -23,7 +23,7 @@ import pandas as pd
 from medexp.config.schemas import CodecConfig, ControlKind
 from medexp.detectors.base import DetectorResult
 from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input
-from medexp.stats.power_table import AUC, PowerFormula, detector_mde
+from medexp.stats.detector_power import AUC, PowerFormula, detector_mde
 from medexp.stats.two_sample import rank_greater
 
 

@@ -18,7 +18,7 @@ from enum import Enum
 from typing import Mapping
 
 from medexp.config.schemas import ControlKind
-from medexp.stats.power_table import PowerFormula
+from medexp.stats.detector_power import PowerFormula
 
 
 class Input(str, Enum):

@@ -15,7 +15,7 @@ from medexp.config.schemas import ControlKind, ExchConfig
 from medexp.detectors.base import DetectorResult
 from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input
 from medexp.stats import shard_exchangeability_test
-from medexp.stats.power_table import ONE_SAMPLE_T, PowerFormula, detector_mde
+from medexp.stats.detector_power import ONE_SAMPLE_T, PowerFormula, detector_mde
 
 
 def exch_detector(shard_scores: pd.DataFrame, cfg, n_examples: int) -> DetectorResult:

@@ -15,7 +15,7 @@ from medexp.config.schemas import ControlKind, ExchRankConfig
 from medexp.detectors.base import DetectorResult
 from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input
 from medexp.stats import rank_exchangeability
-from medexp.stats.power_table import SPEARMAN, PowerFormula, detector_mde
+from medexp.stats.detector_power import SPEARMAN, PowerFormula, detector_mde
 
 
 def exch_rank_detector(example_scores: pd.DataFrame, cfg, seed: int) -> DetectorResult:

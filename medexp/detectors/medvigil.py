@@ -27,7 +27,7 @@ from medexp.detectors.medvigil_metrics import CONVENTIONS, NO_IMAGE, TRAP, medvi
 from medexp.detectors.medvigil_tables import letter_preference, per_kind_table, sfr_tier_table, status_counts
 from medexp.hashing import derive_seed
 from medexp.stats.bootstrap import N_RESAMPLES
-from medexp.stats.power_table import ACCURACY_DIFFERENCE, PAIRED_ACCURACY, PowerFormula
+from medexp.stats.detector_power import ACCURACY_DIFFERENCE, PAIRED_ACCURACY, PowerFormula
 
 KIND_ALIASES = {"tcf": "paraphrase", "halluc_trap": "false_premise"}
 _BLUR = re.compile(r"^blur_(\d+(?:\.\d+)?)$")

@@ -55,7 +55,7 @@ from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, 
 from medexp.detectors.differential import PairedLosses, metric_key
 from medexp.hashing import derive_seed
 from medexp.stats.conformal import conformal_discoveries
-from medexp.stats.power_table import AUC, PowerFormula, detector_mde
+from medexp.stats.detector_power import AUC, PowerFormula, detector_mde
 from medexp.stats.reference_attacks import TooFewReferences, lira_offline, lira_online, rmia
 from medexp.stats.roc import auc_bootstrap_ci, auc_permutation_test, mean_auc, tpr_at_fpr, youden_point
 from medexp.stats.shift import ShiftInputs, shift_test

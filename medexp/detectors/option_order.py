@@ -55,7 +55,7 @@ from medexp.detectors.medvigil_compare import letter_preference_test
 from medexp.detectors.medvigil_tables import letter_preference
 from medexp.hashing import derive_seed
 from medexp.probes.choice import OPTION_SHUFFLE, ORIGINAL
-from medexp.stats.power_table import ACCURACY_DIFFERENCE, PAIRED_ACCURACY, PowerFormula
+from medexp.stats.detector_power import ACCURACY_DIFFERENCE, PAIRED_ACCURACY, PowerFormula
 
 ARMS = ((ORIGINAL, "original"), (OPTION_SHUFFLE, "shuffled"))
 

@@ -22,7 +22,7 @@ from medexp.detectors.base import DetectorResult
 from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input
 from medexp.hashing import derive_seed
 from medexp.stats.cluster_gap import cluster_gap, gap_difference
-from medexp.stats.power_table import TWO_SAMPLE_T, PowerFormula, detector_mde
+from medexp.stats.detector_power import TWO_SAMPLE_T, PowerFormula, detector_mde
 
 ALL = "all"
 

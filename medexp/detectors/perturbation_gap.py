@@ -73,7 +73,7 @@ from medexp.hashing import derive_seed
 from medexp.probes.choice import ORIGINAL
 from medexp.probes.twins import PERTURBED_TWIN
 from medexp.stats.constat import MIN_REFERENCES
-from medexp.stats.power_table import ACCURACY_DIFFERENCE, PAIRED_ACCURACY, PowerFormula
+from medexp.stats.detector_power import ACCURACY_DIFFERENCE, PAIRED_ACCURACY, PowerFormula
 
 ARMS = ((ORIGINAL, "original"), (PERTURBED_TWIN, "twin"))
 # paired_statistics names the arms first/second (CR, PCR): here they are the original and its twin.

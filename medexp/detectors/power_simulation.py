@@ -5,7 +5,7 @@ statistics functions its detector calls, on synthetic data from a stated generat
 It lives with the detectors, not in ``medexp.stats``, because two of the tests it runs are the
 detectors' own functions (image_nn's calibrated threshold and beta-binomial flag-count test,
 topk_jaccard's top-K sets and Bonferroni-corrected target p-value, for its hypergeometric null).
-Pure: no files; the cache is ``medexp.evaluators.simulated_power``'s.
+Pure: no files; the cache is ``medexp.evaluators.simulated_power_cache``'s.
 
 Each kind's draw returns the test's p-value for one synthetic data set at a given effect; the
 rejection rate at ``alpha`` over ``n_sim`` draws estimates the power. Draw i is seeded from

@@ -48,7 +48,7 @@ from medexp.detectors.base import DetectorResult
 from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input
 from medexp.hashing import derive_seed
 from medexp.probes.slots import BACK_TRANSLATION, SLOT_MASK
-from medexp.stats.power_table import ACCURACY_DIFFERENCE, PAIRED_ACCURACY, PowerFormula
+from medexp.stats.detector_power import ACCURACY_DIFFERENCE, PAIRED_ACCURACY, PowerFormula
 
 ARMS = ((SLOT_MASK, "original"), (BACK_TRANSLATION, "back"))
 

@@ -66,7 +66,7 @@ from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, 
 from medexp.hashing import derive_seed
 from medexp.probes.choice import ORIGINAL, TEXT_ONLY
 from medexp.stats.paired import accuracy_above_chances, wilson_interval
-from medexp.stats.power_table import ABOVE_CHANCE, PowerFormula
+from medexp.stats.detector_power import ABOVE_CHANCE, PowerFormula
 
 
 def text_only_detector(responses: pd.DataFrame, facts: pd.DataFrame, cfg, seed: int,

@@ -85,8 +85,8 @@ def loss(ctx: CellContext) -> DetectorResult:
 
 
 def _with_mde(ctx: CellContext, kind: str, result: DetectorResult, extra_sizes: dict) -> DetectorResult:
-    """The cell's simulated MDE at its examples and cohort size (``medexp.evaluators.simulated_power``)."""
-    from medexp.evaluators.simulated_power import with_simulated_mde
+    """The cell's simulated MDE at its examples and cohort size (``medexp.evaluators.simulated_power_cache``)."""
+    from medexp.evaluators.simulated_power_cache import with_simulated_mde
 
     sizes = {"examples": int(result.metrics["n_examples"]), "models": int(result.metrics["n_models"]), **extra_sizes}
     return with_simulated_mde(result, kind, sizes, float(ctx.cfg.detector.alpha), ctx.cache_dir)

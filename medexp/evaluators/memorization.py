@@ -36,7 +36,7 @@ log = logging.getLogger("medexp")
 
 def memorization(ctx: CellContext) -> DetectorResult:
     from medexp.detectors import memorization_detector
-    from medexp.evaluators.simulated_power import with_simulated_mde
+    from medexp.evaluators.simulated_power_cache import with_simulated_mde
 
     inputs = DifferentialInputs(ctx)
     atypicality = None

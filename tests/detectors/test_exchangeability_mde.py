@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from medexp.config.schemas.exchangeability import ExchConfig, ExchRankConfig
 from medexp.detectors.exch import exch_detector
 from medexp.detectors.exch_rank import exch_rank_detector
-from medexp.stats.power import one_sample_t_mde, spearman_mde
+from medexp.stats.sample_size import one_sample_t_mde, spearman_mde
 
 
 def test_exch_rank_logs_the_rho_it_could_detect():

@@ -226,7 +226,7 @@ def test_the_released_wordings_inflation_by_hand():
     from dataclasses import replace
 
     from medexp.detectors import declaration_of
-    from medexp.stats.power_table import detector_mde
+    from medexp.stats.detector_power import detector_mde
 
     probes, responses = build()
     result = evaluate_medvigil(responses, probe_facts(probes), seed=3, n_resamples=200, alpha=0.05)

@@ -11,7 +11,7 @@ from sklearn.metrics import roc_auc_score
 from medexp.config.schemas import LiraVariance, MembershipAttack
 from medexp.detectors import membership_detector
 from medexp.detectors.membership import attack_scores, available_attacks, logit_confidence, reference_target_aucs
-from medexp.stats.power import auc_mde
+from medexp.stats.sample_size import auc_mde
 from medexp.stats.reference_attacks import lira_offline
 from tests.detectors.differential_tables import (alike_inputs, drawn, drawn_with_references, losses, membership_config,
                                                  shifted_inputs)

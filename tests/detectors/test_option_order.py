@@ -18,7 +18,7 @@ from medexp.benchmarks.options import LETTERS
 from medexp.detectors.answer_arms import pairs, paired_statistics, probe_facts, joined
 from medexp.detectors.option_order import option_order_detector
 from medexp.probes.choice import option_order_probes
-from medexp.stats.power import paired_accuracy_mde
+from medexp.stats.sample_size import paired_accuracy_mde
 from tests.detectors.mmdetect_tables import answer_choices, choice_examples, option_order_config
 
 STRATA = ["answer_type", "content_type"]

@@ -16,7 +16,7 @@ from medexp.benchmarks.base import Example
 from medexp.detectors.answer_arms import probe_facts
 from medexp.detectors.perturbation_gap import perturbation_gap_detector
 from medexp.probes.twins import twin_probes
-from medexp.stats.power import paired_accuracy_mde
+from medexp.stats.sample_size import paired_accuracy_mde
 
 OPTIONS = ("left", "right", "both", "neither")
 

@@ -16,7 +16,7 @@ from medexp.detectors.answer_arms import joined, pairs, paired_statistics, probe
 from medexp.detectors.slot_guess import slot_guess_detector
 from medexp.probes.keywords import KeywordSource
 from medexp.probes.slots import SlotSettings, slot_probes
-from medexp.stats.power import paired_accuracy_mde
+from medexp.stats.sample_size import paired_accuracy_mde
 from tests.detectors.mmdetect_tables import ORGANS, answer_free_text, slot_guess_config
 
 STRATA = ["content_type"]

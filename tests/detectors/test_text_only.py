@@ -17,7 +17,7 @@ from medexp.detectors.answer_arms import joined, probe_facts
 from medexp.detectors.text_only import chance_rates, text_only_detector
 from medexp.probes.choice import text_only_probes
 from medexp.stats.paired import accuracy_above_chances
-from medexp.stats.power import above_chance_mde
+from medexp.stats.sample_size import above_chance_mde
 from tests.detectors.mmdetect_tables import answer_choices, choice_examples, text_only_config
 
 STRATA = ["answer_type", "content_type"]

@@ -18,7 +18,7 @@ from scipy import stats
 from medexp.config import compose
 from medexp.config.schemas import DETECTOR_SCHEMAS
 from medexp.detectors import DETECTORS
-from medexp.stats import power as pw
+from medexp.stats import sample_size as pw
 from tests.detectors.toy import ToyConfig
 from tests.records.conftest import audit_document, slake_rows
 

@@ -15,7 +15,7 @@ from medexp.config.schemas import ControlKind, DetectorBase
 from medexp.config.schemas.detector import FREE_TEXT_FIELDS
 from medexp.detectors.base import DetectorResult
 from medexp.detectors.declaration import DetectorDeclaration, Input
-from medexp.stats.power_table import SPEARMAN, PowerFormula, detector_mde
+from medexp.stats.detector_power import SPEARMAN, PowerFormula, detector_mde
 
 
 @dataclass

@@ -25,7 +25,7 @@ from medexp.config import compose
 from medexp.config.ranges import ConfigRangeError, validate
 from medexp.runner.cell_run import run_cell
 from medexp.detectors import declaration_of
-from medexp.stats.power_table import detector_mde
+from medexp.stats.detector_power import detector_mde
 from tests.answers.server import ChatServer, option_texts
 from tests.benchmarks.medvigil_upstream import (
     harness_row,

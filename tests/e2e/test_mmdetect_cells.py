@@ -18,7 +18,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from medexp.benchmarks.options import LETTERS
-from medexp.stats.power import paired_accuracy_mde
+from medexp.stats.sample_size import paired_accuracy_mde
 from medexp.config import compose
 from medexp.config.wording import DEFAULT_MASK
 from medexp.runner.cell_run import run_cell

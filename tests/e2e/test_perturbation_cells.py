@@ -21,7 +21,7 @@ from mlflow.tracking import MlflowClient
 from PIL import Image
 
 from medexp.benchmarks.options import LETTERS
-from medexp.stats.power import paired_accuracy_mde
+from medexp.stats.sample_size import paired_accuracy_mde
 from medexp.config import compose
 from medexp.runner.cell_run import run_cell
 from tests.answers.server import ChatServer, prompt_text

@@ -12,7 +12,7 @@ import pytest
 from medexp.config import compose
 from medexp.detectors.power_simulation import SIMULATED_TESTS
 from medexp.power import answer, split_arguments
-from medexp.stats import power as pw
+from medexp.stats import sample_size as pw
 from tests.conftest import REPO
 
 

@@ -1,4 +1,4 @@
-"""medexp.stats.power_table and the detectors' power entries: every detector declares a formula, a simulated test or why it has none."""
+"""medexp.stats.detector_power and the detectors' power entries: every detector declares a formula, a simulated test or why it has none."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from medexp.config.schemas import DETECTOR_SCHEMAS
 from medexp.detectors import declaration_of, declarations
 from medexp.detectors.declaration import Simulated, Untested
 from medexp.detectors.power_simulation import SIMULATED_TESTS
-from medexp.stats import power as pw
-from medexp.stats.power_table import PowerFormula, detector_mde
+from medexp.stats import sample_size as pw
+from medexp.stats.detector_power import PowerFormula, detector_mde
 
 
 def formula(name: str) -> PowerFormula:

@@ -1,4 +1,4 @@
-"""The simulated-MDE cache (medexp.evaluators.simulated_power): a hit is read back without
+"""The simulated-MDE cache (medexp.evaluators.simulated_power_cache): a hit is read back without
 simulating, a corrupt or tampered file is recomputed, and the request decides the file."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import pytest
 
 from medexp.detectors import power_simulation
-from medexp.evaluators import simulated_power as sp
+from medexp.evaluators import simulated_power_cache as sp
 
 SIZES = {"examples": 60, "models": 4}
 

@@ -2,7 +2,7 @@
 :mod:`medexp.detectors.declaration`): the family of its test, the side it takes and the units of
 its n and its effect, and the MDE a cell logs at its n and alpha.
 
-The formulas are :mod:`medexp.stats.power`'s. A detector's alpha comes from its config.
+The formulas are :mod:`medexp.stats.sample_size`'s. A detector's alpha comes from its config.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from medexp.stats import power as pw
+from medexp.stats import sample_size as pw
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def detector_mde(formula: PowerFormula, n: int, alpha: float, power: float = MDE
     """The MDE of a detector with this power ``formula`` at a cell's n and alpha, in the formula's effect unit.
 
     ``n`` is what the formula's ``n_unit`` counts (members for an AUC or a two-sample t-test, whose
-    non-members are ``n_negative``). Paired accuracy uses var(D) at :func:`medexp.stats.power.paired_difference_variance`'s
+    non-members are ``n_negative``). Paired accuracy uses var(D) at :func:`medexp.stats.sample_size.paired_difference_variance`'s
     defaults (accuracy 0.5, correlation 0.5), the assumptions ``python -m medexp.power`` states, so
     a cell's logged MDE is the one that command printed before the run; above-chance tests need
     the cell's ``chance`` rate. NaN where n is below what the formula needs."""

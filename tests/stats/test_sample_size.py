@@ -1,4 +1,4 @@
-"""medexp.stats.power: every MDE formula against a Monte Carlo simulation of the test it stands for
+"""medexp.stats.sample_size: every MDE formula against a Monte Carlo simulation of the test it stands for
 (at the MDE the test rejects at the nominal power, at effect 0 at about alpha), one value by hand
 each, and the n-needed inverse round-trips. Simulations: 2,000 draws, fixed seeds; the rejection
 rate of 2,000 draws has a standard error of 0.009 at 0.8 and 0.005 at 0.05."""
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from medexp.stats import power as pw
+from medexp.stats import sample_size as pw
 
 DRAWS = 2000
 POWER_TOLERANCE = 0.04   # |simulated power at the MDE - 0.8|: 4.4 standard errors

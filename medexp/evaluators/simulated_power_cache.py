@@ -111,8 +111,8 @@ def _read(path: Path, request: dict) -> dict | None:
 
 def with_simulated_mde(result, kind: str, sizes: Mapping[str, float], alpha: float, cache_dir):
     """``result`` with the metric ``mde``: the kind's simulated MDE at the cell's sizes and alpha,
-    power 0.8 (``power_table.MDE_POWER``, as the formula kinds log theirs), in its effect unit."""
-    from medexp.stats.power_table import MDE_POWER
+    power 0.8 (``detector_power.MDE_POWER``, as the formula kinds log theirs), in its effect unit."""
+    from medexp.stats.detector_power import MDE_POWER
 
     result.metrics["mde"] = cached_simulated_mde(kind, sizes, alpha, MDE_POWER, cache_dir).mde
     return result
