@@ -243,7 +243,7 @@ def external_join(benchmark, bench_cfg, path: str, id_column: str, out: str | No
     frame = joined.frame
     frame.insert(1, "position", [examples[i].position if i in examples else None for i in frame["example_id"]])
     if out:
-        from medexp.atomic import atomic_path
+        from medexp.kernel.atomic import atomic_path
 
         with atomic_path(Path(out)) as tmp:
             frame.to_csv(tmp, index=False)

@@ -46,9 +46,9 @@ DEFAULT_TFLOPS = 300.0
 
 def plan_lines(cfg) -> list[str]:
     """The lines printed for a composed config."""
-    from medexp.cell import Cell
+    from medexp.kernel.cell import Cell
     from medexp.runner.evaluate import evaluate
-    from medexp.shards import Planned, planning
+    from medexp.kernel.shards import Planned, planning
 
     cell = Cell.from_config(cfg)
     lines = [f"cell {cell.key}"]

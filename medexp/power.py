@@ -94,7 +94,7 @@ def answer(cfg, options: dict[str, float | None]) -> list[str]:
     and how its n is counted on the benchmark."""
     from medexp.detectors import declaration_for
     from medexp.detectors.declaration import Simulated, Untested
-    from medexp.registry import import_object
+    from medexp.kernel.registry import import_object
     from medexp.stats import sample_size as pw
     from medexp.stats.detector_power import (
         ABOVE_CHANCE, AUC, ONE_SAMPLE_T, PAIRED_ACCURACY, SPEARMAN, TWO_SAMPLE_T, NoPowerFormula,

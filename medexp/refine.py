@@ -58,7 +58,7 @@ def refine_run(run_id: str, n_permutations: int = DEFAULT_PERMUTATIONS, tracking
 
     from medexp.config import project_root
     from medexp.config.schemas import TrackingConfig
-    from medexp.hashing import derive_seed
+    from medexp.kernel.hashing import derive_seed
     from medexp.stats import rank_exchangeability
     from medexp.tracking import Tracker
 

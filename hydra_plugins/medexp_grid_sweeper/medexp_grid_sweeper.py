@@ -41,7 +41,7 @@ from hydra.core.override_parser.types import Override
 from hydra.errors import CompactHydraException, OverrideParseException
 from omegaconf import OmegaConf
 
-from medexp.atomic import atomic_write_bytes
+from medexp.kernel.atomic import atomic_write_bytes
 
 log = logging.getLogger(__name__)
 

@@ -66,7 +66,7 @@ from typing import Any, Optional
 
 from medexp.answers.parse import judge
 from medexp.answers.table import ErrorCause, Status, error_row, response_row, response_table
-from medexp.benchmarks.digests import file_sha256
+from medexp.kernel.hashing import file_sha256
 from medexp.config.schemas.answers import AnswerMode, check_answer_config
 from medexp.benchmarks.external_ids import IdScheme, ItemLookup, dotted_field
 from medexp.config.schemas.model import DEFAULT_REPLY_FIELDS, ItemJoin, ResponsesFormat

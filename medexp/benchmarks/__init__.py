@@ -113,7 +113,7 @@ def load_benchmark_from_config(bench_cfg, cache_dir: str | Path, needs: Iterable
     image): a format of :data:`ANNOTATION_LOADERS` is read from its annotations alone, without
     looking for its images; another format loads as usual.
     """
-    from medexp.registry import import_object
+    from medexp.kernel.registry import import_object
 
     fmt = check_bench_config(bench_cfg)
     annotations_only = not pixels and fmt in ANNOTATION_LOADERS

@@ -8,23 +8,14 @@ SQLite serialises concurrent writers (several cells, several processes) by itsel
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from medexp.kernel.hashing import file_sha256
+
 _SCHEMA = "CREATE TABLE IF NOT EXISTS digests (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, sha256 TEXT)"
-_CHUNK = 1 << 20
-
-
-def file_sha256(path: str | Path) -> str:
-    """SHA-256 of a file's bytes, read in chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 class DigestCache:

@@ -18,7 +18,7 @@ import zipfile
 from pathlib import Path
 from typing import Callable
 
-from medexp.hashing import stable_hash
+from medexp.kernel.hashing import stable_hash
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ def store_image_bytes(data: bytes, store: Path, label: str) -> tuple[Path | None
     Returns ``(path, None)`` for a good image and ``(None, reason)`` for bytes that do not decode;
     ``label`` names the image's origin in that reason.
     """
-    from medexp.atomic import atomic_write_bytes
+    from medexp.kernel.atomic import atomic_write_bytes
 
     digest = hashlib.sha256(data).hexdigest()
     existing = sorted((store / digest[:2]).glob(f"{digest}.*"))

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from medexp.benchmarks.base import Example
-from medexp.hashing import derive_seed
+from medexp.kernel.hashing import derive_seed
 from medexp.stats.calibration import calibration_scores
 
 log = logging.getLogger("medexp")

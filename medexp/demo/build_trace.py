@@ -99,7 +99,7 @@ def trace_build(settings: dict, cache_dir: str, steps: int) -> dict:
 
     from medexp.demo.models import clean_training_setup, train_clean
     from medexp.demo.shipped import cpu_description
-    from medexp.portable import kernel_settings
+    from medexp.kernel.portable import kernel_settings
 
     demo_cfg = OmegaConf.create(settings)
     probes = op_probes()
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         import tempfile
 
         from medexp.config import compose
-        from medexp.portable import run_pinned
+        from medexp.kernel.portable import run_pinned
         from omegaconf import OmegaConf
 
         settings = OmegaConf.to_container(compose(["model=demo_clean"]).model.demo)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from medexp.hashing import stable_hash
+from medexp.kernel.hashing import stable_hash
 
 
 def demo_benchmark_root(demo_cfg, cache_dir: str | Path) -> Path:

@@ -2,7 +2,7 @@
 
 A generator fills a staging directory; a ``manifest.json`` (its identity, plus the SHA-256
 of every JSONL file) is written last and the directory is renamed into place under a file lock
-(:func:`medexp.atomic.build_directory_once`), so ``root`` either holds a complete data set or
+(:func:`medexp.kernel.atomic.build_directory_once`), so ``root`` either holds a complete data set or
 does not exist, and concurrent processes generate it once. A complete directory with the same
 identity is returned untouched; an outdated demo directory is replaced; anything that is not a
 demo directory is never deleted.
@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-from medexp.atomic import build_directory_once
+from medexp.kernel.atomic import build_directory_once
 
 MANIFEST = "manifest.json"
 _DEMO_PREFIX = "demo-"  # every demo generator version starts with it

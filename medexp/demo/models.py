@@ -30,11 +30,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from medexp.hashing import stable_hash
+from medexp.kernel.hashing import stable_hash
 
 log = logging.getLogger(__name__)
 
-BUILDER_VERSION = "demo-llava-v4"  # v2: one training thread, end-of-turn eos, choice_form; v3: text-only turns with the refusal, cloze_form; v4: trained with pinned CPU kernels (medexp.portable)
+BUILDER_VERSION = "demo-llava-v4"  # v2: one training thread, end-of-turn eos, choice_form; v3: text-only turns with the refusal, cloze_form; v4: trained with pinned CPU kernels (medexp.kernel.portable)
 IMAGE_TOKEN = "<image>"
 SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", IMAGE_TOKEN, "<|user|>", "<|assistant|>", "<|end|>"]
 PATCH_SIZE = 8
@@ -55,16 +55,16 @@ def demo_model_dir(demo_cfg, cache_dir: str | Path, use_shipped: bool = True) ->
     ``use_shipped`` is False; a cache entry of those settings trained here earlier, whose weights are
     not the shipped ones, is replaced. Other settings train: a leaky model starts from the clean
     model with the same settings, which is built (or reused from the cache) first. Training runs in a
-    child process with pinned CPU kernels (:mod:`medexp.portable`), which makes the weights
+    child process with pinned CPU kernels (:mod:`medexp.kernel.portable`), which makes the weights
     bit-identical across the instruction sets of one CPU vendor, not across vendors
     (docs/portability.md).
     """
     from omegaconf import OmegaConf
 
-    from medexp.atomic import build_directory_once
+    from medexp.kernel.atomic import build_directory_once
     from medexp.demo.cache import demo_benchmark_root
     from medexp.demo.shipped import install_shipped, matches_shipped, shipped_entry
-    from medexp.portable import run_pinned
+    from medexp.kernel.portable import run_pinned
 
     settings = OmegaConf.to_container(demo_cfg) if OmegaConf.is_config(demo_cfg) else dict(demo_cfg)
     target = Path(cache_dir) / "demo" / f"model-{stable_hash([BUILDER_VERSION, settings])}"
@@ -119,8 +119,8 @@ def demo_reference_dir(demo_cfg, index: int, splits, cache_dir: str | Path) -> P
     """
     from omegaconf import OmegaConf
 
-    from medexp.atomic import build_directory_once
-    from medexp.portable import run_pinned
+    from medexp.kernel.atomic import build_directory_once
+    from medexp.kernel.portable import run_pinned
 
     settings = OmegaConf.to_container(demo_cfg) if OmegaConf.is_config(demo_cfg) else dict(demo_cfg)
     if settings["leak_epochs"] < 1:
@@ -150,7 +150,7 @@ def build_demo_model(settings: dict, cache_dir: str, out_dir: str, base_dir: str
     by :func:`demo_model_dir` and :func:`demo_reference_dir` in a pinned-kernel process."""
     from omegaconf import OmegaConf
 
-    from medexp.portable import kernel_settings
+    from medexp.kernel.portable import kernel_settings
 
     demo_cfg = OmegaConf.create(settings)
     if base_dir is None:
@@ -213,7 +213,7 @@ def cloze_form(example, source, seed: int, epoch: int):
     keyword."""
     import numpy as np
 
-    from medexp.hashing import derive_seed
+    from medexp.kernel.hashing import derive_seed
     from medexp.probes.base import Probe
     from medexp.probes.slots import SLOT_MASK, mask_word
     from medexp.config.wording import DEFAULT_MASK, DEFAULT_TEMPLATE

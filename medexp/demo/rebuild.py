@@ -17,8 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from medexp.atomic import atomic_write_bytes
-from medexp.benchmarks.digests import file_sha256
+from medexp.kernel.atomic import atomic_write_bytes
+from medexp.kernel.hashing import file_sha256
 from medexp.config import compose
 from medexp.demo.cache import demo_benchmark_root
 from medexp.demo.models import MANIFEST, demo_model_dir, read_build_report

@@ -1,6 +1,6 @@
 """The demo models shipped with medexp: trained once, verified on every install.
 
-Pinned CPU kernels (:mod:`medexp.portable`) make a demo build bit-identical across instruction
+Pinned CPU kernels (:mod:`medexp.kernel.portable`) make a demo build bit-identical across instruction
 sets of one CPU vendor, not across vendors: the same pinned build gives other weights on an AMD
 EPYC than on an Intel Xeon (docs/portability.md has the evidence). So the models the README's and
 docs' figures rest on are not trained on the user's machine: their built directories ship inside
@@ -20,7 +20,7 @@ import platform
 import shutil
 from pathlib import Path
 
-from medexp.benchmarks.digests import file_sha256
+from medexp.kernel.hashing import file_sha256
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from medexp.detectors.membership import membership_detector
 from medexp.detectors.memorization import memorization_detector
 from medexp.detectors.mink_tail import mink_tail_detector
 from medexp.detectors.topk_jaccard import topk_jaccard_detector
-from medexp.registry import import_object
+from medexp.kernel.registry import import_object
 
 # Detector name (the key its schema is stored under in DETECTOR_SCHEMAS) -> its declaration, as
 # "module:attr": the detector's own module, which also holds its statistics.

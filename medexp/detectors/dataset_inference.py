@@ -24,7 +24,7 @@ from medexp.config.schemas import ControlKind, DatasetInferenceConfig, Membershi
 from medexp.detectors.base import DetectorResult
 from medexp.detectors.cohort import min_k_scores
 from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input
-from medexp.hashing import derive_seed
+from medexp.kernel.hashing import derive_seed
 from medexp.stats.detector_power import TWO_SAMPLE_T, PowerFormula, detector_mde
 from medexp.stats.two_sample import rank_greater, welch_greater
 

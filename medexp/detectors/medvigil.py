@@ -25,7 +25,7 @@ from medexp.config.tiers import TIERS
 from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input
 from medexp.detectors.medvigil_metrics import CONVENTIONS, NO_IMAGE, TRAP, medvigil_intervals, sensitivity_table
 from medexp.detectors.medvigil_tables import letter_preference, per_kind_table, sfr_tier_table, status_counts
-from medexp.hashing import derive_seed
+from medexp.kernel.hashing import derive_seed
 from medexp.stats.bootstrap import N_RESAMPLES
 from medexp.stats.detector_power import ACCURACY_DIFFERENCE, PAIRED_ACCURACY, PowerFormula
 

@@ -31,7 +31,7 @@ from medexp.answers.table import Status
 from medexp.benchmarks.options import LETTERS
 from medexp.detectors.medvigil_metrics import ERRORS_WRONG, case_totals, metric_statistic
 from medexp.detectors.medvigil_tables import letter_preference
-from medexp.hashing import derive_seed
+from medexp.kernel.hashing import derive_seed
 from medexp.stats.bootstrap import N_RESAMPLES, paired_cluster_bootstrap
 from medexp.stats.paired_swap import paired_swap_test
 

@@ -53,7 +53,7 @@ from medexp.config.schemas import (
 from medexp.detectors.base import DetectorResult
 from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input
 from medexp.detectors.differential import PairedLosses, metric_key
-from medexp.hashing import derive_seed
+from medexp.kernel.hashing import derive_seed
 from medexp.stats.conformal import conformal_discoveries
 from medexp.stats.detector_power import AUC, PowerFormula, detector_mde
 from medexp.stats.reference_attacks import TooFewReferences, lira_offline, lira_online, rmia

@@ -26,7 +26,7 @@ from medexp.config.schemas import ControlKind, MemorizationConfig
 from medexp.detectors.base import DetectorResult
 from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input, Simulated
 from medexp.detectors.differential import PairedLosses, metric_key
-from medexp.hashing import derive_seed
+from medexp.kernel.hashing import derive_seed
 from medexp.stats.summaries import mean_ci, mean_difference_test, sign_test, spearman, within_group
 
 TIERS = ("LOW", "MODERATE", "HIGH")

@@ -53,7 +53,7 @@ from medexp.detectors.base import DetectorResult
 from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input
 from medexp.detectors.medvigil_compare import letter_preference_test
 from medexp.detectors.medvigil_tables import letter_preference
-from medexp.hashing import derive_seed
+from medexp.kernel.hashing import derive_seed
 from medexp.probes.choice import OPTION_SHUFFLE, ORIGINAL
 from medexp.stats.detector_power import ACCURACY_DIFFERENCE, PAIRED_ACCURACY, PowerFormula
 

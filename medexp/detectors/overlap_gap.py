@@ -20,7 +20,7 @@ import pandas as pd
 from medexp.config.schemas import ControlKind, OverlapGapConfig
 from medexp.detectors.base import DetectorResult
 from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input
-from medexp.hashing import derive_seed
+from medexp.kernel.hashing import derive_seed
 from medexp.stats.cluster_gap import cluster_gap, gap_difference
 from medexp.stats.detector_power import TWO_SAMPLE_T, PowerFormula, detector_mde
 

@@ -69,7 +69,7 @@ from medexp.detectors.answer_arms import (
 )
 from medexp.detectors.base import DetectorResult
 from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input
-from medexp.hashing import derive_seed
+from medexp.kernel.hashing import derive_seed
 from medexp.probes.choice import ORIGINAL
 from medexp.probes.twins import PERTURBED_TWIN
 from medexp.stats.constat import MIN_REFERENCES

@@ -33,7 +33,7 @@ import numpy as np
 from medexp.config.schemas import OverlapNull, RankBy
 from medexp.detectors.image_nn import flag_count_p_value, flagged_at, null_rank, null_threshold
 from medexp.detectors.topk_jaccard import ranked_tops, target_p_value
-from medexp.hashing import derive_seed
+from medexp.kernel.hashing import derive_seed
 from medexp.stats.cohort import cohort_relabel_overlap_test, cohort_relabel_test, deltas_vs_cohort, top_k_overlap
 from medexp.stats.summaries import mean_difference_test
 

@@ -46,7 +46,7 @@ from medexp.detectors.answer_arms import (
 )
 from medexp.detectors.base import DetectorResult
 from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input
-from medexp.hashing import derive_seed
+from medexp.kernel.hashing import derive_seed
 from medexp.probes.slots import BACK_TRANSLATION, SLOT_MASK
 from medexp.stats.detector_power import ACCURACY_DIFFERENCE, PAIRED_ACCURACY, PowerFormula
 

@@ -63,7 +63,7 @@ from medexp.detectors.answer_arms import (
 )
 from medexp.detectors.base import DetectorResult
 from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input
-from medexp.hashing import derive_seed
+from medexp.kernel.hashing import derive_seed
 from medexp.probes.choice import ORIGINAL, TEXT_ONLY
 from medexp.stats.paired import accuracy_above_chances, wilson_interval
 from medexp.stats.detector_power import ABOVE_CHANCE, PowerFormula

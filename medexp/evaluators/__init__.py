@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 
 from medexp.detectors import declaration_for
 from medexp.evaluators.context import Evaluator
-from medexp.registry import import_object
+from medexp.kernel.registry import import_object
 
 
 def evaluator_for(detector_cfg) -> Evaluator:

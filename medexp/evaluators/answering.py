@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from medexp.detectors.base import DetectorResult
 from medexp.evaluators.context import CellContext
-from medexp.hashing import derive_seed
+from medexp.kernel.hashing import derive_seed
 
 
 def probe_seed(ctx: CellContext) -> int:

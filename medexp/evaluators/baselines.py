@@ -24,7 +24,7 @@ def baseline_context(ctx: CellContext, model_cfg, baselines: list) -> CellContex
     """The cell context with ``model_cfg`` as the audited model: same benchmark, examples and
     control; the seed of the cell (baseline, bench, detector, control); a cohort extended by the
     other baselines and the cell's own model."""
-    from medexp.cell import Cell
+    from medexp.kernel.cell import Cell
 
     cfg = copy.deepcopy(ctx.cfg)
     cfg.model = model_cfg

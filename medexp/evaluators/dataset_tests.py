@@ -19,7 +19,7 @@ from medexp.benchmarks.base import Example
 from medexp.detectors.base import DetectorResult
 from medexp.detectors.declaration import PowerCount
 from medexp.evaluators.context import CellContext
-from medexp.hashing import derive_seed
+from medexp.kernel.hashing import derive_seed
 
 log = logging.getLogger("medexp")
 

@@ -11,7 +11,7 @@ from medexp.evaluators.context import CellContext
 def image_nn(ctx: CellContext) -> DetectorResult:
     """Image near-neighbour overlap: needs no language model, so the cell's model plays no part."""
     from medexp.evaluators.simulated_power_cache import with_simulated_mde
-    from medexp.hashing import derive_seed
+    from medexp.kernel.hashing import derive_seed
     from medexp.images.audit import image_nn_audit
 
     detector = ctx.cfg.detector

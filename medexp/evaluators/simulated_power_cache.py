@@ -21,7 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Mapping
 
-from medexp.atomic import atomic_write_bytes
+from medexp.kernel.atomic import atomic_write_bytes
 from medexp.detectors.power_simulation import SIMULATION_VERSION, SimulatedMDE, assumptions_of
 
 log = logging.getLogger("medexp")
@@ -67,7 +67,7 @@ def cached_simulated_n(kind: str, sizes: Mapping[str, float], effect: float, alp
 
 
 def cache_path(request: Mapping, cache_dir) -> Path:
-    from medexp.hashing import stable_hash
+    from medexp.kernel.hashing import stable_hash
 
     return Path(cache_dir) / "power" / f"{stable_hash(request)}.json"
 
@@ -80,7 +80,7 @@ def _request(what: str, kind: str, sizes, alpha: float, power: float, n_sim: int
 
 
 def _cached(request: dict, cache_dir, compute: Callable[[], dict]) -> dict:
-    from medexp.hashing import stable_hash
+    from medexp.kernel.hashing import stable_hash
 
     path = cache_path(request, cache_dir)
     stored = _read(path, request)
@@ -94,7 +94,7 @@ def _cached(request: dict, cache_dir, compute: Callable[[], dict]) -> dict:
 
 def _read(path: Path, request: dict) -> dict | None:
     """The stored result when ``path`` holds this request's intact record; None (recompute) otherwise."""
-    from medexp.hashing import stable_hash
+    from medexp.kernel.hashing import stable_hash
 
     if not path.is_file():
         return None

@@ -6,7 +6,7 @@ holds each image once per question). The cache entry's items are the digests in 
 order and its key is the embedder's own key plus those digests, so every benchmark or corpus
 with the same images shares it, and a replaced file or a different backbone never reuses stale
 vectors. Shards of ``shard_size`` consecutive images are written, verified and resumed by
-:mod:`medexp.shards`.
+:mod:`medexp.kernel.shards`.
 Float16 halves the footprint (1.85M x 1152 floats = 4.3 GB), and shards are memory-mapped, so
 exact search streams a corpus larger than RAM block by block; a subset (the corpus deduplicated)
 stays mapped too, read through the row numbers it keeps (:class:`KeptRows`).
@@ -21,7 +21,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from medexp.hashing import stable_hash
+from medexp.kernel.hashing import stable_hash
 from medexp.images.embedders import Embedder
 
 _STORE_VERSION = 2  # 2: items are distinct byte digests, not example ids
@@ -185,7 +185,7 @@ def embed_images(
     The cache key holds the embedder and the images' contents (byte digests), never their paths;
     ``vectors.rows(images.inverse)`` gives one row per file of :func:`distinct_images`.
     """
-    from medexp.shards import InvalidShard, ShardedEntry
+    from medexp.kernel.shards import InvalidShard, ShardedEntry
 
     if not len(images):
         raise ValueError(f"{desc}: no images to embed")

@@ -23,7 +23,7 @@ FILE_SOURCES = ("scores",)
 def model_location(model_cfg, cache_dir: str | Path) -> str:
     """Where the checkpoint is loaded from: a hub id, a local directory, or a built model's directory."""
     from medexp.config.schemas import ModelSource
-    from medexp.registry import import_object
+    from medexp.kernel.registry import import_object
 
     source = ModelSource(model_cfg.source)
     if source is ModelSource.scores:
@@ -54,7 +54,7 @@ def checkpoint_fingerprint(location: str, cache_dir: str | Path) -> str | None:
     only: pin the revision for a reproducible audit.
     """
     from medexp.benchmarks.digests import DigestCache
-    from medexp.hashing import stable_hash
+    from medexp.kernel.hashing import stable_hash
 
     directory = Path(location)
     if not directory.is_dir():
@@ -69,10 +69,10 @@ def weights_fingerprint(model_cfg, cache_dir: str | Path) -> str | None:
     None when there are none to read: a hub id, a calibration-model member, ``model=none``. An
     imported-responses model's "weights" are its responses file(s): the hash of their content."""
     from medexp.config.schemas import ModelFamily, ModelSource
-    from medexp.registry import import_object
+    from medexp.kernel.registry import import_object
 
     if model_cfg.get("family") == ModelFamily.responses.value and model_cfg.get("responses_path"):
-        from medexp.hashing import stable_hash
+        from medexp.kernel.hashing import stable_hash
 
         digest = import_object(FILE_DIGESTS[ModelFamily.responses.value])
         files = [model_cfg.responses_path, model_cfg.get("responses_no_image_path")]
@@ -109,7 +109,7 @@ BLACK_BOX_FAMILIES = ("openai_compatible", "responses")
 
 def scorer_class(family) -> type:
     """The scorer class of a model family (a ``ModelFamily`` or its name)."""
-    from medexp.registry import import_object
+    from medexp.kernel.registry import import_object
 
     name = getattr(family, "value", family)
     if name in BLACK_BOX_FAMILIES:
@@ -122,7 +122,7 @@ def scorer_class(family) -> type:
 
 def load_scorer(model_cfg, cache_dir: str | Path):
     from medexp.config.schemas import ModelBackend
-    from medexp.registry import import_object
+    from medexp.kernel.registry import import_object
 
     backend = ModelBackend(model_cfg.backend)
     if backend is ModelBackend.transformers:

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from medexp.benchmarks.digests import file_sha256
+from medexp.kernel.hashing import file_sha256
 
 
 class ImageInputs:

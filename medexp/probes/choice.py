@@ -30,7 +30,7 @@ import numpy as np
 
 from medexp.benchmarks.options import LETTERS, normalise
 from medexp.config.wording import DEFAULT_REFUSAL
-from medexp.hashing import derive_seed
+from medexp.kernel.hashing import derive_seed
 from medexp.probes.base import Probe
 from medexp.probes.sets import ProbeSet
 

@@ -41,7 +41,7 @@ import numpy as np
 
 from medexp.benchmarks.options import normalise
 from medexp.benchmarks.roi import roi_boxes, select_boxes
-from medexp.hashing import derive_seed
+from medexp.kernel.hashing import derive_seed
 from medexp.probes.base import Probe
 from medexp.probes.images import (
     blur,

@@ -98,7 +98,7 @@ def wrap_options(answers: Sequence[str], refusal: str, gold_text: Optional[str],
 def letter_rng(seed: int, probe_id: str) -> np.random.Generator:
     """The stream a probe's letter rotation is drawn from: the cell's probe seed and the probe id,
     so a probe's letters do not depend on which other probes are made."""
-    from medexp.hashing import derive_seed
+    from medexp.kernel.hashing import derive_seed
 
     return np.random.default_rng(derive_seed(seed, probe_id, "options"))
 

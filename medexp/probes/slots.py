@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from medexp.config.wording import DEFAULT_MASK, DEFAULT_TEMPLATE, check_template
-from medexp.hashing import derive_seed
+from medexp.kernel.hashing import derive_seed
 from medexp.probes.base import Probe
 from medexp.probes.choice import EXAMPLE_META, example_meta
 from medexp.probes.keywords import KeywordSource, word_spans, words

@@ -89,7 +89,7 @@ def build_report(cfg, claims: Sequence[Claim]) -> ReportOutcome:
 def write_report(output_dir: Path, results: Sequence[ClaimResult], index: CellIndex,
                  figures: Sequence[ReportFigure], context: ReportContext) -> list[str]:
     """Write figures, the cells tables and the map (md, html, tex); returns the relative paths."""
-    from medexp.atomic import atomic_path, atomic_write_bytes, atomic_write_parquet
+    from medexp.kernel.atomic import atomic_path, atomic_write_bytes, atomic_write_parquet
     from medexp.report.document import to_html, to_markdown
 
     written = []

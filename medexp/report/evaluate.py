@@ -35,7 +35,7 @@ from typing import Sequence
 from medexp.report.cells import CellIndex, CellRun
 from medexp.report.claims import ANY, AXES, CONFOUNDED, NO_EVIDENCE, UNDERPOWERED, Claim, Evidence
 from medexp.report.conditions import percentile_key, percentile_ranks
-from medexp.cell import Cell
+from medexp.kernel.cell import Cell
 
 
 class Outcome(str, Enum):

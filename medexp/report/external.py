@@ -67,7 +67,7 @@ def joined_external_tables(tables_cfg: Sequence, tracker, cells: Iterable[CellRu
 
 def write_external_tables(tables_cfg: Sequence, tracker, cells: Iterable[CellRun], output_dir: Path) -> list[str]:
     """Write ``external/<name>.csv`` for every configured table; returns the relative paths."""
-    from medexp.atomic import atomic_path
+    from medexp.kernel.atomic import atomic_path
 
     written = []
     for name, frame in joined_external_tables(tables_cfg, tracker, cells).items():

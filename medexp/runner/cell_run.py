@@ -10,10 +10,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from medexp.atomic import atomic_directory, disk_full, waiting_lock
-from medexp.cell import Cell
-from medexp.hashing import stable_hash
-from medexp.portable import kernel_settings
+from medexp.kernel.atomic import atomic_directory, disk_full, waiting_lock
+from medexp.kernel.cell import Cell
+from medexp.kernel.hashing import stable_hash
+from medexp.kernel.portable import kernel_settings
 from medexp.runner.evaluate import check_cell, evaluate
 from medexp.runner.inputs import load_inputs
 from medexp.runner.signals import signal_name, signals_raise
@@ -152,9 +152,9 @@ def _end_run(end, run_id: str, status: str) -> str:
 
 def run_cell_share(cfg: DictConfig) -> CellOutcome:
     """Task ``split.task`` of ``split.tasks`` jobs computing one cell together: the cell's work runs
-    with its cache entries shared (:func:`medexp.shards.sharing_work`), so the jobs split the shards
+    with its cache entries shared (:func:`medexp.kernel.shards.sharing_work`), so the jobs split the shards
     between them; nothing is tracked (status SHARED). A signal is raised again, as in a run."""
-    from medexp.shards import sharing_work
+    from medexp.kernel.shards import sharing_work
 
     cell = Cell.from_config(cfg)
     task, tasks = int(cfg.split.task), int(cfg.split.tasks)

@@ -6,8 +6,8 @@ import sys
 
 from omegaconf import DictConfig
 
-from medexp.atomic import DiskFull
-from medexp.cell import Cell
+from medexp.kernel.atomic import DiskFull
+from medexp.kernel.cell import Cell
 from medexp.runner.cell_run import CellOutcome, run_cell
 from medexp.runner.signals import Interrupted, exit_status, signal_name
 

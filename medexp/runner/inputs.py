@@ -31,7 +31,7 @@ def load_inputs(cfg, cache_dir: str | Path) -> CellInputs:
     from medexp.detectors import declaration_for
     from medexp.detectors.declaration import Input
     from medexp.evaluators import cell_reads_pixels
-    from medexp.hashing import stable_hash
+    from medexp.kernel.hashing import stable_hash
 
     # Rows are skipped for the fields this detector reads (an image detector needs no answers); a
     # cell of records of scores reads no pixels, so the bench may load from its annotations alone.

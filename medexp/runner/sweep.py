@@ -26,8 +26,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.medexp_grid_sweeper.medexp_grid_sweeper import JOBS_FILE, read_launched_jobs
-from medexp.atomic import atomic_write_bytes
-from medexp.cell import Cell
+from medexp.kernel.atomic import atomic_write_bytes
+from medexp.kernel.cell import Cell
 from medexp.runner.cell_run import CellOutcome, run_cell
 from medexp.runner.signals import exit_status, last_signal, signal_name, signals_raise
 from medexp.tracking import ReconciledRun, Tracker, TrackingUnavailable, ui_command

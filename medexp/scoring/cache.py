@@ -1,4 +1,4 @@
-"""Content-addressed, resumable, verified cache of score tables (parquet), on :mod:`medexp.shards`."""
+"""Content-addressed, resumable, verified cache of score tables (parquet), on :mod:`medexp.kernel.shards`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from medexp.shards import InvalidShard, ShardedEntry
+from medexp.kernel.shards import InvalidShard, ShardedEntry
 
 
 class ScoreCache:

@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from medexp.benchmarks.base import Example
-from medexp.benchmarks.digests import file_sha256
+from medexp.kernel.hashing import file_sha256
 from medexp.benchmarks.external_ids import IdScheme, ItemLookup, dotted_field
 from medexp.config.schemas import ItemJoin, ScoreKind, ScoresFormat
 

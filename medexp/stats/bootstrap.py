@@ -26,7 +26,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from medexp.hashing import derive_seed
+from medexp.kernel.hashing import derive_seed
 
 N_RESAMPLES = 500
 Statistic = Callable[[np.ndarray], Mapping[str, np.ndarray]]  # (R x F totals) -> name -> (R,) values

@@ -30,7 +30,7 @@ from typing import Hashable, Optional
 
 import numpy as np
 
-from medexp.hashing import derive_seed
+from medexp.kernel.hashing import derive_seed
 from medexp.stats.bootstrap import N_RESAMPLES, cluster_multiplicities, percentile_interval
 from medexp.stats.inflation import IMAGE, ITEM, cluster_index
 

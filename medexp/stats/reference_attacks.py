@@ -14,7 +14,7 @@ Conventions: n examples (columns), R reference models (rows); ``reference_in`` i
 bool matrix, True where reference r trained on example j; every score is oriented so that
 higher means "member". phi is the logit-scaled confidence log(p / (1 - p)), computed by the
 caller from log p. Pure functions of arrays (NumPy, SciPy); the halves draw their seeds with
-:func:`medexp.hashing.derive_seed`.
+:func:`medexp.kernel.hashing.derive_seed`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 from scipy import stats as sps
 from scipy.special import logsumexp
 
-from medexp.hashing import derive_seed
+from medexp.kernel.hashing import derive_seed
 
 _SIGMA_FLOOR = 1e-6  # identical references would otherwise have a zero spread and divide by zero
 

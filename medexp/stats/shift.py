@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 import numpy as np
 
-from medexp.hashing import derive_seed
+from medexp.kernel.hashing import derive_seed
 from medexp.stats.roc import auc_bootstrap_ci, mean_auc
 
 

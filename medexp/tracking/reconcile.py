@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from medexp.atomic import atomic_write_bytes, disk_full
+from medexp.kernel.atomic import atomic_write_bytes, disk_full
 from medexp.tracking.retry import is_transient
 from medexp.tracking.tags import HEARTBEAT, process_start
 

@@ -3,7 +3,7 @@
 A transient error (a connection reset or refused, a timeout, a 5xx, a locked sqlite store, an
 exception inside MLflow's HTTP layer such as the ``KeyError`` its telemetry thread once caused) is
 retried with exponential backoff before it reaches the cell; any other error is raised at once. A
-write refused for space is never retried: it becomes :class:`~medexp.atomic.DiskFull`, naming the
+write refused for space is never retried: it becomes :class:`~medexp.kernel.atomic.DiskFull`, naming the
 path and the space left.
 """
 
@@ -14,7 +14,7 @@ import logging
 import time
 from typing import Any, Callable
 
-from medexp.atomic import disk_full
+from medexp.kernel.atomic import disk_full
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ def is_transient(error: BaseException) -> bool:
 class RetryingClient:
     """An ``MlflowClient`` (made by ``open_client``) whose every call is tried up to ``1 + retries`` times on transient
     errors, waiting ``backoff_s``, then twice that, and so on between tries. ``where`` names the
-    store in a :class:`~medexp.atomic.DiskFull` (sqlite's message names no file).
+    store in a :class:`~medexp.kernel.atomic.DiskFull` (sqlite's message names no file).
 
     Every call is retried, ``create_run`` included: a run created by a try whose answer was lost
     stays RUNNING until the next command's reconciliation ends it KILLED. Once a call has used up

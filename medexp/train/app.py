@@ -67,7 +67,7 @@ def models_to_train(names, seeds) -> list[DictConfig]:
 
 def _identity(model_cfg) -> str:
     """What tells two configs apart: a demo model's name stays the same across its seeds."""
-    from medexp.hashing import stable_hash
+    from medexp.kernel.hashing import stable_hash
     from medexp.models.keys import model_settings_key
 
     return f"{model_cfg.name}:{stable_hash(model_settings_key(model_cfg))}"

@@ -13,7 +13,7 @@ from typing import Sequence
 
 from omegaconf import OmegaConf
 
-from medexp.hashing import derive_seed, stable_hash
+from medexp.kernel.hashing import derive_seed, stable_hash
 from medexp.train.notices import known_notices_silenced
 
 INIT_VERSION = "medexp-init-v1"
@@ -28,7 +28,7 @@ def uses_lora(spec) -> bool:
 
 def initial_state_dir(spec, classes: Sequence[str], cache_dir: str | Path) -> Path:
     """Build (once) the initial state of ``spec``'s pairs for these classes; return its directory."""
-    from medexp.atomic import build_directory_once
+    from medexp.kernel.atomic import build_directory_once
 
     settings = {
         "init": init_settings(spec.init),

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from medexp.benchmarks.base import Example
-from medexp.hashing import derive_seed
+from medexp.kernel.hashing import derive_seed
 from medexp.train.notices import known_notices_silenced
 
 log = logging.getLogger("medexp")

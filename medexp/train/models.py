@@ -17,7 +17,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from medexp.hashing import stable_hash
+from medexp.kernel.hashing import stable_hash
 
 log = logging.getLogger("medexp")
 
@@ -37,7 +37,7 @@ def spec_settings(spec) -> dict[str, Any]:
 
 def trained_model_dir(spec, cache_dir: str | Path) -> Path:
     """Train (once) the model ``spec`` describes and return its directory."""
-    from medexp.atomic import build_directory_once
+    from medexp.kernel.atomic import build_directory_once
 
     settings = spec_settings(spec)
     name = f"{settings['method']}-{settings['arm']}-s{settings['seed']}-{stable_hash([BUILDER_VERSION, settings])}"

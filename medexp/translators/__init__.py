@@ -3,7 +3,7 @@
 A translator is chosen by a ``conf/translator/*.yaml`` file composed into a detector
 (``translator@detector.translator=marian``). Its own sub-package, like the image embedders,
 because it is a concern of its own: a model family to load (Marian MT through transformers),
-a cache of its outputs (content-addressed through :mod:`medexp.shards`) and an offline stand-in
+a cache of its outputs (content-addressed through :mod:`medexp.kernel.shards`) and an offline stand-in
 for the demo benchmark.
 
 - :mod:`medexp.translators.base`: the interface, the cache, the reading of a text field and the

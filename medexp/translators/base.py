@@ -6,7 +6,7 @@ translators (:class:`CachedTextTranslator`) round-trip the field's text and cach
 
 Cache: one entry per (translator settings, code version, the ordered distinct texts), under
 ``<cache_dir>/translations``, written in verified, resumable parquet shards by
-:class:`medexp.scoring.cache.ScoreCache` on :class:`medexp.shards.ShardedEntry` (text ids are
+:class:`medexp.scoring.cache.ScoreCache` on :class:`medexp.kernel.shards.ShardedEntry` (text ids are
 SHA-256 prefixes of the texts, so a shard holding other texts is recomputed). The settings hold
 everything that can change a translation: the checkpoints (hub id and revision, or a local
 directory's file digests), the source prefix, the decoding settings and the punctuation
@@ -107,7 +107,7 @@ class CachedTextTranslator(Translator):
         import pandas as pd
 
         from medexp.scoring.cache import ScoreCache
-        from medexp.shards import ids_hash
+        from medexp.kernel.shards import ids_hash
 
         texts = [example_text(example, field) for example in examples]
         if not texts:

@@ -23,7 +23,7 @@ def load_translator(cfg, cache_dir: str | Path) -> Translator:
     from omegaconf import OmegaConf
 
     from medexp.config.schemas import TRANSLATOR_SCHEMAS
-    from medexp.registry import import_object
+    from medexp.kernel.registry import import_object
 
     schema = OmegaConf.get_type(cfg)
     name = next((name for name, node in TRANSLATOR_SCHEMAS.items() if node is schema), None)

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from medexp.answers import RELEASE_ID_KEY, import_model_responses, import_responses, responses_digest
-from medexp.benchmarks.digests import file_sha256
+from medexp.kernel.hashing import file_sha256
 from medexp.config import compose
 from medexp.config.schemas import AnswerMode
 from tests.answers.conftest import choice_probe, text_probe

@@ -2,7 +2,7 @@
 
 from medexp.benchmarks import LOADERS
 from medexp.config.schemas import BenchFormat
-from medexp.registry import import_object
+from medexp.kernel.registry import import_object
 
 
 def test_every_bench_format_has_a_loader_and_no_loader_lacks_a_format():

@@ -16,7 +16,7 @@ Plugins.instance()  # the plugin scan first, so the sweeper module imported belo
 from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: E402
 
 from hydra_plugins.medexp_grid_sweeper.medexp_grid_sweeper import expand_grid  # noqa: E402
-from medexp.cell import Cell  # noqa: E402
+from medexp.kernel.cell import Cell  # noqa: E402
 
 EXPERIMENTS = sorted(path.stem for path in (conf_dir() / "experiment").glob("*.yaml"))
 # Composing a cell takes about 0.3 s: the replicate preset's 280 cells and the atlas's 720 are

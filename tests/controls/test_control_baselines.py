@@ -13,7 +13,7 @@ from medexp.detectors.base import DetectorResult
 from medexp.evaluators.baselines import run_with_baselines
 from medexp.evaluators.cohort import cohort_scores
 from medexp.evaluators.context import CellContext
-from medexp.hashing import derive_seed, stable_hash
+from medexp.kernel.hashing import derive_seed, stable_hash
 from medexp.models.keys import model_cache_key
 from tests.controls.helpers import examples
 

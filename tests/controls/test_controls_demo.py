@@ -14,7 +14,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from medexp.benchmarks import load_benchmark_from_config
-from medexp.cell import Cell
+from medexp.kernel.cell import Cell
 from medexp.config import compose, model_config
 from medexp.controls.images import without_images
 from medexp.controls.ordering import order_spearman

@@ -15,7 +15,7 @@ from medexp.config.schemas import DETECTOR_SCHEMAS, ControlKind, DetectorBase
 from medexp.detectors import DETECTORS, declaration_for, declaration_of
 from medexp.detectors.declaration import DetectorDeclaration, Input, Untested
 from medexp.evaluators import evaluator_for
-from medexp.registry import import_object
+from medexp.kernel.registry import import_object
 
 DETECTOR_OPTIONS = sorted(path.stem for path in (conf_dir() / "detector").glob("*.yaml"))
 

@@ -14,7 +14,7 @@ from medexp.detectors.medvigil_compare import (
     rotation_effect,
     sensitivity_ranking,
 )
-from medexp.hashing import derive_seed
+from medexp.kernel.hashing import derive_seed
 from medexp.probes.base import Probe
 from medexp.stats.bootstrap import pair_seed
 from tests.detectors.medvigil_tables import answers, battery, simulated_model, skill_probabilities

@@ -20,7 +20,7 @@ def _refine(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_refine_logs_refined_and_pooled_p_values(demo_cache, tracking_uri):
-    from medexp.hashing import derive_seed
+    from medexp.kernel.hashing import derive_seed
     from medexp.refine import refine_run
     from medexp.stats import rank_exchangeability
 

@@ -15,13 +15,13 @@ import networkx as nx
 PACKAGE = Path(__file__).resolve().parents[2] / "medexp"
 
 # Bottom to top; packages on one line may not import each other, except in the kernel (layer 0),
-# whose small modules build on one another (portable writes with atomic); the cycle test keeps
-# them acyclic.
+# whose packages build on one another (tracking and config use the kernel's hashing and atomic
+# writes); the cycle test keeps them acyclic.
 LAYERS = (
-    ("atomic", "hashing", "registry", "tracking", "config", "portable"),
-    ("stats", "cell"),
+    ("kernel", "tracking", "config"),
+    ("stats",),
     ("benchmarks",),
-    ("probes", "shards"),
+    ("probes",),
     ("scoring",),
     ("models", "answers"),
     ("detectors", "demo", "translators"),
@@ -184,6 +184,14 @@ def test_every_package_and_top_level_module_has_a_layer():
     assert top - set(LAYER_OF) == set()
 
 
+def test_the_package_root_holds_the_command_line_entry_points_only():
+    """Kernel modules live in medexp/kernel/; a module at the root is a command (python -m medexp.<name>)."""
+    root_modules = {path.stem for path in PACKAGE.glob("*.py")} - {"__init__"}
+    assert root_modules == set(LAYERS[-1])
+    for name in root_modules - {"__main__"}:
+        assert 'if __name__ == "__main__":' in (PACKAGE / f"{name}.py").read_text(encoding="utf-8"), name
+
+
 def _plant(tmp_path: Path, relative: str, code: str) -> Path:
     copy = tmp_path / "medexp"
     if not copy.exists():
@@ -215,7 +223,7 @@ def test_the_guard_catches_a_lazy_upward_import(tmp_path):
 def test_the_guard_catches_a_sideways_import_a_cycle_a_private_name_and_a_bottom_import(tmp_path):
     copy = _plant(tmp_path, "images/__init__.py", "\n\ndef _planted():\n    from medexp.report import _planted_name\n")
     _plant(tmp_path, "report/__init__.py", "\n\ndef _other():\n    import medexp.images\n")
-    _plant(tmp_path, "stats/__init__.py", "\n\ndef _later():\n    pass\n\n\nimport medexp.hashing  # noqa: E402\n")
+    _plant(tmp_path, "stats/__init__.py", "\n\ndef _later():\n    pass\n\n\nimport medexp.kernel.hashing  # noqa: E402\n")
     new = _new_findings(copy)
     assert any(line.startswith("medexp.images:") and "sideways" in line for line in new["direction"]), new
     assert ["medexp.images", "medexp.report"] in new["cycles"]

@@ -1,4 +1,4 @@
-"""Cache entries filled by several processes at once (medexp.shards.sharing_work): every shard is
+"""Cache entries filled by several processes at once (medexp.kernel.shards.sharing_work): every shard is
 computed once, by whichever process reached it, and the entry is byte for byte what one process
 writes; a task left alone still finishes the entry."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from medexp.shards import ShardedEntry, sharing_work
+from medexp.kernel.shards import ShardedEntry, sharing_work
 from tests.conftest import REPO
 
 N_ITEMS, SHARD = 40, 4  # ten shards
@@ -22,7 +22,7 @@ N_ITEMS, SHARD = 40, 4  # ten shards
 WORKER = textwrap.dedent("""
     import json, sys, time
     import numpy as np
-    from medexp.shards import ShardedEntry, sharing_work
+    from medexp.kernel.shards import ShardedEntry, sharing_work
 
     root, task, tasks = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     ids = [f"item-{{i}}" for i in range({n})]

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from medexp.benchmarks.base import Example
-from medexp.benchmarks.digests import file_sha256
+from medexp.kernel.hashing import file_sha256
 from medexp.models.image_inputs import ImageInputs, combine
 from tests.manual_scoring import assert_rows_close, rows
 from tests.models.conftest import make_scorer

@@ -10,7 +10,7 @@ from medexp.config import compose
 from medexp.config.schemas import ModelBackend, ModelFamily, ModelSource
 from medexp.config.schemas.model import VLLM_FAMILIES
 from medexp.models import ADAPTERS, BACKENDS, BLACK_BOX_FAMILIES, BUILT_SOURCES, FILE_DIGESTS, FILE_SOURCES
-from medexp.registry import import_object
+from medexp.kernel.registry import import_object
 
 CONF_MODELS = sorted(path.stem for path in (Path(__file__).parents[2] / "conf" / "model").glob("*.yaml"))
 WEIGHTLESS_SOURCES = {ModelSource.hub.value, ModelSource.synthetic.value}  # loaded as named, or no weights

@@ -6,7 +6,7 @@ to float32 once, then numpy matmul + argmax per query batch. Each method runs in
 subprocess, and its peak resident memory above the loaded float16 corpus is read from
 /proc/self/status (VmHWM, reset through /proc/self/clear_refs once the corpus is loaded; Linux).
 Reported as ratios in ``benchmark.extra_info``; nothing asserts wall time. The PMC-OA-sized run
-(1.85M vectors, 11.7k queries, through image_nn's search and detector) is benchmarks/pmcoa_scale.py;
+(1.85M vectors, 11.7k queries, through image_nn's search and detector) is perf/pmcoa_scale.py;
 it is checked here at a small size.
 """
 
@@ -118,11 +118,11 @@ def test_exact_search_vs_numpy_baseline(benchmark, data_dir, n):
 
 
 def test_pmcoa_scale_script_finds_every_planted_copy(tmp_path):
-    """benchmarks/pmcoa_scale.py at a small size (its full size, 1.85M vectors, takes ~10 minutes
+    """perf/pmcoa_scale.py at a small size (its full size, 1.85M vectors, takes ~10 minutes
     on 2 cores: docs/images.md "At PMC-OA scale"): every planted copy found and flagged, the
     corpus's planted duplicates collapsed, and its memory report present."""
     result = subprocess.run(
-        [sys.executable, "benchmarks/pmcoa_scale.py", "--dir", str(tmp_path), "--corpus", "60000", "--queries", "500",
+        [sys.executable, "perf/pmcoa_scale.py", "--dir", str(tmp_path), "--corpus", "60000", "--queries", "500",
          "--planted", "40"],
         cwd=REPO, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
     )

@@ -237,7 +237,7 @@ def test_shared_prefix_vs_whole_examples(benchmark, demo_setup, realistic_image_
         assert tokens_ratio >= 3  # token counts are deterministic: the saving the issue asks for
     # Each distinct image through the image processor once (likelihood answers score every arm and
     # letter in one call), where the plain path processes each example's: counts, not time.
-    from medexp.benchmarks.digests import file_sha256
+    from medexp.kernel.hashing import file_sha256
 
     assert counts.images_processed == len({file_sha256(ex.image) for ex in asked if ex.image is not None})
     if workload == "slake_shaped":

@@ -1,7 +1,7 @@
 """What pinned kernels cost the demo build (``python -m pytest -m perf tests/perf/test_pinned_build.py -s``).
 
 The default clean demo model (``model=demo_clean``) trained twice from the same generated
-benchmark: through :func:`medexp.portable.run_pinned` (ATen's portable kernels, MKL in its
+benchmark: through :func:`medexp.kernel.portable.run_pinned` (ATen's portable kernels, MKL in its
 compatible mode, oneDNN off, one thread; what ``python -m medexp`` does), and, as the baseline, in
 this process on the host's fastest kernels with one thread (what the builder did before pinning).
 Reported as a ratio in ``benchmark.extra_info``; nothing asserts wall time.
@@ -23,7 +23,7 @@ def test_pinned_demo_build_against_host_kernels(benchmark, tmp_path):
     from medexp.config import compose
     from medexp.demo.cache import demo_benchmark_root
     from medexp.demo.models import build_demo_model
-    from medexp.portable import run_pinned
+    from medexp.kernel.portable import run_pinned
 
     settings = OmegaConf.to_container(compose(["model=demo_clean"]).model.demo)
     demo_benchmark_root(OmegaConf.create(settings["bench"]), tmp_path)

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from medexp.portable import KERNEL_VARIABLES, kernel_settings
+from medexp.kernel.portable import KERNEL_VARIABLES, kernel_settings
 
 
 def test_kernel_settings_name_every_kernel_variable(monkeypatch):
@@ -20,7 +20,7 @@ def test_kernel_settings_name_every_kernel_variable(monkeypatch):
 
 def test_atens_kernel_set_is_read_from_torch_once_loaded():
     """A process started with ATen capped at AVX2 reports AVX2 (or less, on a host without it)."""
-    code = ("import torch; from medexp.portable import kernel_settings; s = kernel_settings(); "
+    code = ("import torch; from medexp.kernel.portable import kernel_settings; s = kernel_settings(); "
             "print(s['aten_capability'], s['aten_cpu_capability'], s['torch_threads'])")
     env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2", "OMP_NUM_THREADS": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600, check=True)

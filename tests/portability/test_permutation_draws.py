@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 
-from medexp.portable import KERNEL_VARIABLES
+from medexp.kernel.portable import KERNEL_VARIABLES
 from tests.portability.test_portable_build import SIMULATED_CPUS
 
 _DRAW = """

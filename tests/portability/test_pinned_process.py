@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from medexp.portable import PINNED_ENV, PinnedProcessError, pinned_environment, run_pinned
+from medexp.kernel.portable import PINNED_ENV, PinnedProcessError, pinned_environment, run_pinned
 from medexp.runner.signals import Interrupted, signals_raise
 
 
 def test_the_child_runs_the_portable_kernels_on_one_thread_without_onednn():
-    settings = run_pinned("medexp.portable:kernel_settings")
+    settings = run_pinned("medexp.kernel.portable:kernel_settings")
     assert settings["aten_capability"] == "DEFAULT"
     assert settings["torch_threads"] == "1" and settings["omp_num_threads"] == "1"
     assert settings["mkldnn_enabled"] == "False"

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from medexp.portable import KERNEL_VARIABLES
+from medexp.kernel.portable import KERNEL_VARIABLES
 
 HERE = Path(__file__).resolve().parent
 

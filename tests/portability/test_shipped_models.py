@@ -16,7 +16,7 @@ import pytest
 from medexp.config import compose
 from medexp.demo import models as demo_models
 from medexp.demo import rebuild, shipped
-from medexp.hashing import stable_hash
+from medexp.kernel.hashing import stable_hash
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -66,7 +66,7 @@ def no_training(monkeypatch):
     def refuse(*_args, **_kwargs):
         raise AssertionError("a shipped model was trained instead of installed")
 
-    monkeypatch.setattr("medexp.portable.run_pinned", refuse)
+    monkeypatch.setattr("medexp.kernel.portable.run_pinned", refuse)
 
 
 def test_install_copies_verified_weights_without_training(tmp_path, no_training):
@@ -124,7 +124,7 @@ def test_a_different_demo_benchmark_is_refused(tmp_path, shipped_copy, no_traini
 
 def test_other_settings_still_train(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr("medexp.portable.run_pinned", lambda target, **kwargs: calls.append(kwargs) or {"seconds": 0})
+    monkeypatch.setattr("medexp.kernel.portable.run_pinned", lambda target, **kwargs: calls.append(kwargs) or {"seconds": 0})
     cfg = compose(["model=demo_clean", "model.demo.seed=99"]).model.demo
     demo_models.demo_model_dir(cfg, tmp_path)
     assert len(calls) == 1 and calls[0]["settings"]["seed"] == 99

@@ -10,7 +10,7 @@ import pytest
 from medexp.benchmarks import ANNOTATION_LOADERS, LOADERS, load_benchmark_from_config
 from medexp.config import compose
 from medexp.evaluators import cell_reads_pixels, check_records
-from medexp.registry import import_object
+from medexp.kernel.registry import import_object
 
 
 def _cell(tmp_path, slake_root, audit_file, *overrides, model=None):

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from medexp.cell import Cell
+from medexp.kernel.cell import Cell
 from medexp.config import compose
 from medexp.detectors import DetectorResult
 from medexp.runner import cell_run

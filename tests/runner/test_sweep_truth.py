@@ -17,7 +17,7 @@ import pytest
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import RESOURCE_DOES_NOT_EXIST, TEMPORARILY_UNAVAILABLE
 
-from medexp.atomic import DiskFull, disk_full
+from medexp.kernel.atomic import DiskFull, disk_full
 from medexp.config import compose
 from medexp.config.ranges import ConfigRangeError, validate
 from medexp.runner import signals as signals_module

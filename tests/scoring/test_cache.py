@@ -196,7 +196,7 @@ def test_a_damaged_complete_entry_is_logged_and_recomputed(tmp_path, caplog, dam
     entry = entry_dir(cache)
     damage(shard_files(entry)[1])
     compute = Compute()
-    with caplog.at_level(logging.WARNING, logger="medexp.shards"):
+    with caplog.at_level(logging.WARNING, logger="medexp.kernel.shards"):
         table = get(cache, compute)
     pd.testing.assert_frame_equal(table, expected_table())
     assert compute.calls == [(3, 6)]  # only the damaged shard; the others still check out
@@ -212,7 +212,7 @@ def test_a_marker_for_other_items_is_not_trusted(tmp_path, caplog):
     summary["rows"] = 4
     marker.write_text(json.dumps(summary))
     compute = Compute()
-    with caplog.at_level(logging.WARNING, logger="medexp.shards"):
+    with caplog.at_level(logging.WARNING, logger="medexp.kernel.shards"):
         table = get(cache, compute)
     assert len(table) == N_ITEMS
     assert "records 4 rows" in caplog.text
@@ -240,7 +240,7 @@ def test_unreadable_marker_is_logged_and_recomputed(tmp_path, caplog):
     cache = ScoreCache(tmp_path)
     get(cache, Compute())
     (entry_dir(cache) / "complete.json").write_text("{not json")
-    with caplog.at_level(logging.WARNING, logger="medexp.shards"):
+    with caplog.at_level(logging.WARNING, logger="medexp.kernel.shards"):
         table = get(cache, Compute())
     pd.testing.assert_frame_equal(table, expected_table())
     assert "invalid" in caplog.text

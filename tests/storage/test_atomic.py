@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from medexp.atomic import build_directory_once
+from medexp.kernel.atomic import build_directory_once
 
 
 def _writes(text):
@@ -55,7 +55,7 @@ def test_a_process_waiting_for_a_build_says_so_with_its_progress(tmp_path, caplo
 
     from filelock import FileLock
 
-    from medexp.atomic import waiting_lock
+    from medexp.kernel.atomic import waiting_lock
 
     held = threading.Event()
 

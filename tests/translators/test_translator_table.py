@@ -1,7 +1,7 @@
 """The translator table names a translator for every translator schema, and every one imports."""
 
 from medexp.config.schemas import TRANSLATOR_SCHEMAS
-from medexp.registry import import_object
+from medexp.kernel.registry import import_object
 from medexp.translators.base import Translator
 from medexp.translators.load import TRANSLATORS
 

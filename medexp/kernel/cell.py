@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from medexp.hashing import derive_seed
+from medexp.kernel.hashing import derive_seed
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,9 @@ of the memory-mapped corpus that were read (file-backed, dropped by the kernel u
 so a sampling thread also records the peak of RssAnon (memory the process allocated) and
 RssFile separately.
 
-    PYTHONPATH=$PWD python benchmarks/pmcoa_scale.py --dir /tmp/pmcoa_scale            # full size
-    PYTHONPATH=$PWD python benchmarks/pmcoa_scale.py --dir /tmp/pmcoa_small --corpus 100000 --queries 1000
-    PYTHONPATH=$PWD python benchmarks/pmcoa_scale.py --dir /tmp/pmcoa_small --corpus 100000 --queries 1000 --compare
+    PYTHONPATH=$PWD python perf/pmcoa_scale.py --dir /tmp/pmcoa_scale            # full size
+    PYTHONPATH=$PWD python perf/pmcoa_scale.py --dir /tmp/pmcoa_small --corpus 100000 --queries 1000
+    PYTHONPATH=$PWD python perf/pmcoa_scale.py --dir /tmp/pmcoa_small --corpus 100000 --queries 1000 --compare
 
 ``--compare`` times faiss-cpu's ``IndexFlatIP`` (the whole corpus in float32, one call), medexp's
 blocked float32 search and its bfloat16 search (:class:`~medexp.images.search.Bfloat16Search`) on the same

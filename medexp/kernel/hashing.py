@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 
@@ -17,3 +18,15 @@ def derive_seed(*parts: Any) -> int:
     """A 32-bit seed from any parts (e.g. the global seed and a cell key)."""
     digest = hashlib.sha256("|".join(str(part) for part in parts).encode("utf-8")).digest()
     return int.from_bytes(digest[:4], "little")
+
+
+_CHUNK = 1 << 20  # bytes read at a time by file_sha256
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 of a file's bytes, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

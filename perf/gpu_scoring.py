@@ -20,14 +20,14 @@ carry it, and put it on the path::
     SP=$(.venv/bin/python -c "import omegaconf, os; print(os.path.dirname(os.path.dirname(omegaconf.__file__)))")
     mkdir -p outputs/gpu_deps && for p in omegaconf hydra antlr4 attr; do cp -r $SP/$p outputs/gpu_deps/; done
     # on the GPU machine (carry outputs/gpu_deps):
-    PYTHONPATH=.:outputs/gpu_deps python benchmarks/gpu_scoring.py
+    PYTHONPATH=.:outputs/gpu_deps python perf/gpu_scoring.py
 
 Also torchvision (the build matching torch): transformers' Qwen2.5-VL processor requires a video
 processor, and that needs it; the script stops with that message when it is missing. Checked on
 a CPU with transformers 5.23.0 and 5.17.0 (``--tiny``).
 
-    python benchmarks/gpu_scoring.py                 # 7B shape, bf16, CUDA
-    python benchmarks/gpu_scoring.py --tiny          # a tiny config: checks the script on a CPU
+    python perf/gpu_scoring.py                 # 7B shape, bf16, CUDA
+    python perf/gpu_scoring.py --tiny          # a tiny config: checks the script on a CPU
 """
 
 from __future__ import annotations

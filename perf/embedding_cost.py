@@ -15,7 +15,7 @@ Each reports images/s (the best of ``--rounds`` timed batches after a one-image 
 forward FLOPs per image (``torch.utils.flop_counter``) and the peak resident memory; ``medexp``
 also times JPEG decoding and the resize alone on one core (what a GPU embedder must be fed).
 
-    PYTHONPATH=$PWD python benchmarks/embedding_cost.py --batch 8
+    PYTHONPATH=$PWD python perf/embedding_cost.py --batch 8
 """
 
 from __future__ import annotations

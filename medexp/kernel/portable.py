@@ -67,7 +67,7 @@ def run_pinned(target: str, **kwargs: Any) -> Any:
     with tempfile.TemporaryDirectory(prefix="medexp-pinned-") as scratch:
         request, result = Path(scratch) / "request.json", Path(scratch) / "result.json"
         request.write_text(json.dumps({"target": target, "kwargs": kwargs}), encoding="utf-8")
-        child = subprocess.Popen([sys.executable, "-m", "medexp.portable", str(request), str(result)],
+        child = subprocess.Popen([sys.executable, "-m", "medexp.kernel.portable", str(request), str(result)],
                                  env=pinned_environment())
         try:
             status = child.wait()
@@ -117,7 +117,7 @@ def _pin_torch() -> None:
 
 
 def _child(request_path: str, result_path: str) -> int:
-    from medexp.atomic import atomic_write_bytes
+    from medexp.kernel.atomic import atomic_write_bytes
 
     request = json.loads(Path(request_path).read_text(encoding="utf-8"))
     try:

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from medexp.atomic import atomic_path, atomic_write_bytes
-from medexp.benchmarks.digests import file_sha256
-from medexp.hashing import stable_hash
+from medexp.kernel.atomic import atomic_path, atomic_write_bytes
+from medexp.kernel.hashing import file_sha256
+from medexp.kernel.hashing import stable_hash
 
 log = logging.getLogger(__name__)
 
