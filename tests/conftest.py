@@ -20,6 +20,31 @@ REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("MEDEXP_POWER_SIMULATIONS", "20")
 
 
+def pytest_configure(config):
+    """In a pytest-xdist worker (addopts in pyproject.toml: 2 workers), one thread per process: torch
+    here, and OMP_NUM_THREADS=1 for the commands the tests start (``python -m medexp`` and the
+    like), unless the environment sets it. With a worker per core, intra-op thread pools would only
+    oversubscribe the cores, and spinning pools on busy cores are many times slower. Results do not
+    depend on it: the demo models are built in a pinned one-thread process whatever the caller's
+    setting, and the suite checks the README's p-value in such a subprocess. Tests that need
+    another setting pass their own environment (tests/portability)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+        import torch
+
+        torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
+def no_signal_from_an_earlier_test(monkeypatch):
+    """medexp.runner.signals remembers the signals this process turned into exceptions (a sweep's
+    parent run names the last one); tests that deliver SIGTERM to their own process must not leave
+    one behind for a later test, in whatever order a worker runs them."""
+    signals = sys.modules.get("medexp.runner.signals")
+    if signals is not None:
+        monkeypatch.setattr(signals, "_received", [])
+
+
 @pytest.fixture(scope="session")
 def one_torch_thread():
     """One torch thread from the first test that asks for it: tiny matrices gain nothing from

@@ -25,8 +25,11 @@ ARTIFACTS = {
 @pytest.fixture(scope="module")
 def cohort_cells(demo_cache, tmp_path_factory):
     """One sweep: {demo_clean, demo_leaky} x {mink_tail, topk_jaccard, loss}."""
-    uri = f"sqlite:///{tmp_path_factory.mktemp('cohort-store') / 'mlflow.db'}"
-    result = run_medexp("-m", f"paths.cache_dir={demo_cache}", f"tracking.uri={uri}",
+    store = tmp_path_factory.mktemp('cohort-store')
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    # a sweep dir of its own: the default (mlruns/hydra/multirun/<date>/<time> in the checkout) is
+    # shared by sweeps that start in the same second, as they can on parallel test workers
+    result = run_medexp("-m", f"paths.cache_dir={demo_cache}", f"tracking.uri={uri}", f"hydra.sweep.dir={store / 'sweep'}",
                         "model=demo_clean,demo_leaky", "detector=mink_tail,topk_jaccard,loss", timeout=1800)
     runs = cell_runs(result, uri)
     assert len(runs) == 6, result.stdout

@@ -19,8 +19,11 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def dataset_cells(demo_cache, tmp_path_factory):
-    uri = f"sqlite:///{tmp_path_factory.mktemp('dataset-tests') / 'mlflow.db'}"
-    result = run_medexp("-m", f"paths.cache_dir={demo_cache}", f"tracking.uri={uri}", "model=demo_clean,demo_leaky",
+    store = tmp_path_factory.mktemp('dataset-tests')
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    # a sweep dir of its own (the default one is shared by sweeps starting in the same second)
+    result = run_medexp("-m", f"paths.cache_dir={demo_cache}", f"tracking.uri={uri}", f"hydra.sweep.dir={store / 'sweep'}",
+                        "model=demo_clean,demo_leaky",
                         "detector=dataset_inference,codec", "bench.max_examples=200", timeout=1800)
     runs = cell_runs(result, uri)
     assert len(runs) == 4, result.stdout

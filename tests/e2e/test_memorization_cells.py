@@ -26,7 +26,9 @@ def tiny_cells(tmp_path_factory):
     # 60 passes over the canaries at 32 pixels: memorised (members' M(x) ~1.7, non-members' ~-0.3)
     conf = write_config_dir(root / "conf", epochs=60, image_size=32, architecture=SMALL_ARCHITECTURE)
     uri = f"sqlite:///{root / 'mlflow.db'}"
+    # a sweep dir of its own (the default one is shared by sweeps starting in the same second)
     result = run_medexp("-m", "--config-dir", str(conf), f"paths.cache_dir={root / 'cache'}", f"tracking.uri={uri}",
+                        f"hydra.sweep.dir={root / 'sweep'}",
                         "model=tiny_vit", "bench=tiny_findings", "detector=memorization,membership", timeout=1200)
     runs = cell_runs(result, uri)
     assert set(runs) == {("tiny_vit-candidate-s1", "memorization"), ("tiny_vit-candidate-s1", "membership")}
@@ -62,8 +64,10 @@ def test_trained_pair_membership_attacks(tiny_cells):
 
 @pytest.fixture(scope="module")
 def vlm_cells(demo_cache, tmp_path_factory):
-    uri = f"sqlite:///{tmp_path_factory.mktemp('vlm-cells') / 'mlflow.db'}"
-    leaky = run_medexp("-m", f"paths.cache_dir={demo_cache}", f"tracking.uri={uri}", "model=demo_leaky",
+    store = tmp_path_factory.mktemp('vlm-cells')
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    leaky = run_medexp("-m", f"paths.cache_dir={demo_cache}", f"tracking.uri={uri}", f"hydra.sweep.dir={store / 'sweep'}",
+                       "model=demo_leaky",
                        "detector=memorization,membership", timeout=1800)
     runs = cell_runs(leaky, uri)
     for detector in ("memorization", "membership"):  # one process each: detector.pairs is theirs only
