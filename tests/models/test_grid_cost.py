@@ -287,13 +287,13 @@ def test_offline_anyres_rule_matches_the_hand_rule(height, width):
 
 @pytest.mark.parametrize("height,width", [(SIDE, SIDE), (SIDE, 2 * SIDE), (300, 2000), (2000, 300)])
 def test_offline_internvl_tiles_match_the_hand_rule(height, width):
-    """InternVL's tiles offline equal the rule worked out by hand in test_published_processing
-    (checked there against the processor), 256 tokens and 32 x 32 patches of 14 px per 448 px tile."""
-    from medexp.models.published import image_tokens_and_patches
-    from tests.models.test_published_processing import internvl_tiles
+    """InternVL's tokens and patches offline: 256 tokens and 32 x 32 patches of 14 px per 448 px tile, over
+    the tiles of medexp's tiling rule (checked in test_published_processing against hand arithmetic and
+    the processor's own expansion)."""
+    from medexp.models.published import image_tokens_and_patches, internvl_tiles
 
     settings = published_settings("internvl")
-    tiles = internvl_tiles(height, width, settings["preprocessor_config"])
+    tiles = internvl_tiles(settings["preprocessor_config"], height, width)
     assert image_tokens_and_patches("internvl", settings, height, width) == (tiles * 256, tiles * 32 * 32)
     if (height, width) == (SIDE, 2 * SIDE):
         assert tiles == 3  # a 2 x 1 grid and the thumbnail

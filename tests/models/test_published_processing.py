@@ -22,6 +22,7 @@ from medexp.benchmarks.base import Example
 from medexp.config import compose
 from medexp.models import scorer_class
 from medexp.models.hf import _append_answers
+from medexp.models.published import internvl_tiles
 from tests.manual_scoring import assert_rows_close, rows
 from tests.models import tiny
 from tests.models import tiny_blip as tb
@@ -118,24 +119,6 @@ def anyres_image_tokens(height: int, width: int, settings: dict) -> int:
     return base + rows * cols + rows
 
 
-def internvl_tiles(height: int, width: int, config: dict) -> int:
-    """InternVL's dynamic tiling: among grids of min..max tiles the one whose aspect ratio is
-    closest to the image's; on a tie the larger grid while the image covers more than half of it;
-    a thumbnail tile is added when there are several."""
-    tile = config["size"]["height"]
-    grids = sorted({(cols, rows) for n in range(config["min_patches"], config["max_patches"] + 1)
-                    for cols in range(1, n + 1) for rows in range(1, n + 1)
-                    if config["min_patches"] <= cols * rows <= config["max_patches"]},
-                   key=lambda grid: grid[0] * grid[1])
-    best, best_diff = (1, 1), float("inf")
-    for cols, rows in grids:
-        diff = abs(width / height - cols / rows)
-        if diff < best_diff or (diff == best_diff and width * height > 0.5 * tile * tile * cols * rows):
-            best, best_diff = (cols, rows), diff
-    tiles = best[0] * best[1]
-    return tiles + 1 if tiles > 1 else tiles
-
-
 def test_hand_rules_give_the_counts_worked_out_on_paper():
     """The rules above, checked against arithmetic done by hand for a 512 x 512 image."""
     # Qwen2.5-VL: 512 / 28 = 18.3 -> 18 x 28 = 504 px a side; 504 / 14 = 36 patches; 36 x 36 / 4.
@@ -145,10 +128,10 @@ def test_hand_rules_give_the_counts_worked_out_on_paper():
     assert anyres_image_tokens(SIDE, SIDE, tiny.published_settings("llava_onevision")) == 3699
     # InternVL: 1:1 ties with 2 x 2 and 3 x 3, but 512^2 < half of 4 x 448^2 -> one tile, no thumbnail.
     config = tiny.published_settings("internvl")["preprocessor_config"]
-    assert internvl_tiles(SIDE, SIDE, config) == 1
+    assert internvl_tiles(config, SIDE, SIDE) == 1
     # 1024 x 512 (width x height): 2:1 is the 2 x 1 grid exactly; 4 x 2 would be 8 tiles, over
     # twice the image -> 2 tiles plus the thumbnail.
-    assert internvl_tiles(512, 1024, config) == 3
+    assert internvl_tiles(config, 512, 1024) == 3
 
 
 # ---------------------------------------------------------------------------- chat-template families
@@ -186,7 +169,7 @@ def test_internvl(published_checkpoint, tmp_path, width):
     scorer = yaml_scorer("internvl3", published_checkpoint("internvl"))
     image = write_image(tmp_path / "scan.png", width, SIDE)
     example = Example("slake_en::test::0", 0, image, QUESTION, ANSWER)
-    tokens = internvl_tiles(SIDE, width, settings["preprocessor_config"]) * settings["processor_config"]["image_seq_length"]
+    tokens = internvl_tiles(settings["preprocessor_config"], SIDE, width) * settings["processor_config"]["image_seq_length"]
     prompt = f"<|im_start|>user\n<IMG_CONTEXT>\n{QUESTION}<|im_end|>\n<|im_start|>assistant\n"
     expanded = prompt.replace("<IMG_CONTEXT>", "<img>" + "<IMG_CONTEXT>" * tokens + "</img>")
     check_published(scorer, example, prompt, expanded, "<IMG_CONTEXT>", tokens)
