@@ -20,6 +20,29 @@ REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("MEDEXP_POWER_SIMULATIONS", "20")
 
 
+# Markers the default suite leaves out. Their runs predate the workers, print what they measure
+# (-s) or time it (pytest-benchmark turns itself off on xdist workers), so they keep one process.
+ONE_PROCESS_MARKERS = ("perf", "validation", "long", "cluster", "browser", "faults")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """One process instead of addopts' 2 xdist workers, unless the command line passes -n itself,
+    for runs that gain nothing from workers or break under them: one test file (``--dist
+    loadscope`` would give it whole to one worker, the other only costing its start), ``-s`` (a
+    worker's output is not shown), ``--pdb``, and ``-m`` selecting one of ONE_PROCESS_MARKERS."""
+    if any(re.match(r"(-n|--numprocesses)(=|\d|auto|logical|$)", arg) for arg in config.invocation_params.args):
+        return
+    markexpr = config.option.markexpr or ""
+    marked = any(re.search(rf"(?<!not )\b{name}\b", markexpr) for name in ONE_PROCESS_MARKERS)
+    files = {str(arg).split("::")[0] for arg in config.args} if config.args_source == pytest.Config.ArgsSource.ARGS else set()
+    one_file = len(files) == 1 and next(iter(files)).endswith(".py")
+    if marked or one_file or config.option.capture == "no" or config.getoption("usepdb", False):
+        config.option.numprocesses = 0
+        config.option.dist = "no"
+        config.option.tx = []
+
+
 def pytest_configure(config):
     """In a pytest-xdist worker (addopts in pyproject.toml: 2 workers), one thread per process: torch
     here, and OMP_NUM_THREADS=1 for the commands the tests start (``python -m medexp`` and the
