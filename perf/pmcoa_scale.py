@@ -254,7 +254,7 @@ def compare_searches(directory: Path, n: int, duplicate_rate: float, seed: int, 
     import torch
 
     from medexp.images.audit import DeduplicatedCorpus
-    from medexp.images.search import ExactSearch, Bfloat16Search, nearest
+    from medexp.images.search import ExactSearch, Bfloat16Search, bfloat16_units, nearest
 
     embedder = SyntheticEmbedder(n, duplicate_rate, seed)
     reference = DeduplicatedCorpus.build(corpus_side(n, embedder, directory / "cache"))
@@ -286,7 +286,8 @@ def compare_searches(directory: Path, n: int, duplicate_rate: float, seed: int, 
             "bf16_speedup_over_faiss": round(results["faiss_flat_ip"]["seconds"] / results["bf16"]["seconds"], 2),
             "bf16_speedup_over_exact": round(results["exact"]["seconds"] / results["bf16"]["seconds"], 2),
             "torch_threads": torch.get_num_threads(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "loadavg_after": os.getloadavg()}
+            # what index.kind=bf16 runs here: the bfloat16 search, or float32 exact search without bfloat16 units
+            "bf16_units": bfloat16_units(), "loadavg_after": os.getloadavg()}
 
 
 def main(argv: list[str] | None = None) -> int:
