@@ -24,7 +24,6 @@ hub). Weights are never read.
 from __future__ import annotations
 
 import sys
-from contextlib import contextmanager
 from functools import lru_cache
 from math import ceil
 from pathlib import Path
@@ -109,22 +108,6 @@ def grid_blocks(overrides: list[str]) -> list | None:
     return None if grid is None else OmegaConf.to_container(grid)
 
 
-@contextmanager
-def _model_lists_composed_once():
-    """While a grid is sized, each model-list entry (a cohort member, an external baseline) is
-    composed once, not once per cell that lists it: composing is most of the command's time, and
-    the configs are only read here."""
-    import medexp.config
-
-    listed = medexp.config.listed_model_config
-    medexp.config.listed_model_config = lru_cache(maxsize=None)(listed)
-    try:
-        yield
-    finally:
-        medexp.config.listed_model_config = listed
-
-
-@_model_lists_composed_once()
 def grid_lines(blocks: list, overrides: list[str], tflops: float, locate=None,
                from_checkpoint: bool = False) -> list[str]:
     """The size of a grid (its blocks combined with the command line's overrides, as the grid
@@ -140,7 +123,7 @@ def grid_lines(blocks: list, overrides: list[str], tflops: float, locate=None,
 
     from hydra_plugins.medexp_grid_sweeper.medexp_grid_sweeper import expand_grid
     from medexp.benchmarks import expected_count
-    from medexp.config import compose
+    from medexp.config import compose, listed_model_config
     from medexp.detectors import declaration_for
     from medexp.evaluators import cell_model_configs
     from medexp.models import model_location
@@ -155,6 +138,9 @@ def grid_lines(blocks: list, overrides: list[str], tflops: float, locate=None,
     kinds: Counter = Counter()
     scoring: dict[tuple[str, str], tuple] = {}  # (model, bench) -> (model config, bench config, paths)
     unsized: Counter = Counter()
+    # Each list entry (a cohort member, an external baseline) composed once, not once per cell that
+    # lists it: composing is most of the command's time, and the configs are only read here.
+    listed = lru_cache(maxsize=None)(listed_model_config)
     for job in jobs:
         cfg = compose([*preset, *job])
         kind = declaration_for(cfg.detector).name
@@ -162,7 +148,7 @@ def grid_lines(blocks: list, overrides: list[str], tflops: float, locate=None,
         if getattr(OmegaConf.get_type(cfg.detector), "model_needs", "model") not in ("scores", "token_scores"):
             unsized[kind] += 1
             continue
-        for name, model_cfg in cell_model_configs(cfg).items():
+        for name, model_cfg in cell_model_configs(cfg, listed).items():
             scoring.setdefault((name, str(cfg.bench.name)), (model_cfg, cfg.bench, cfg.paths))
     lines = [f"grid: {len(jobs)} cells ({', '.join(f'{kind} {n}' for kind, n in sorted(kinds.items()))})",
              f"teacher-forced scoring: {len(scoring)} jobs (a model on a benchmark, scored once: the score cache "

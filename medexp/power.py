@@ -115,7 +115,7 @@ def answer(cfg, options: dict[str, float | None]) -> list[str]:
     alpha, power, effect = float(cfg.detector.alpha), float(options["power"]), options["effect"]
     sided, n = formula.sided, count.n
     lines = [f"bench={cfg.bench.name} split={cfg.bench.split} detector={cfg.detector.name} (kind {kind})",
-             f"test: {formula.test}", f"alpha={alpha:g} power={power:g} {sided}-sided"]
+             f"test: {formula.test}", f"alpha={alpha:g} power={power:g} {sided}-sided", *count.lines]
     if formula.family == PAIRED_ACCURACY:
         variance = pw.paired_difference_variance(options["accuracy"], options["correlation"])
         lines.append(f"assumed: var(D) = 2 p (1-p) (1-r) = {variance:.4g} (accuracy p={options['accuracy']:g}, "
@@ -131,21 +131,18 @@ def answer(cfg, options: dict[str, float | None]) -> list[str]:
         mde = pw.above_chance_mde(n, chance, alpha, power, sided)
         needed = None if effect is None else pw.above_chance_n(effect, chance, alpha, power, sided)
     elif formula.family == AUC:
-        lines += count.lines
         mde = pw.auc_mde(count.first, n - count.first, alpha, power, sided)
         needed = None if effect is None else pw.auc_n(effect, alpha, power, sided, positive_share=count.first / n)
     elif formula.family == SPEARMAN:
         mde = pw.spearman_mde(n, alpha, power, sided)
         needed = None if effect is None else pw.spearman_n(effect, alpha, power, sided)
     elif formula.family == ONE_SAMPLE_T:
-        lines += count.lines
         mde = pw.one_sample_t_mde(n, alpha, power, sided)
         needed = None if effect is None else pw.one_sample_t_n(effect, alpha, power, sided)
         units = int(count.sizes.get("examples", n))
         if needed is not None and needed > units:
             lines.append(f"{needed} shards need at least {needed} examples (one per shard)")
     elif formula.family == TWO_SAMPLE_T:
-        lines += count.lines
         mde = pw.two_sample_t_mde(count.first, n - count.first, alpha, power, sided)
         needed = None if effect is None else pw.two_sample_t_n(effect, alpha, power, sided, first_share=count.first / n)
     else:

@@ -22,12 +22,16 @@ def evaluator_for(detector_cfg) -> Evaluator:
     return import_object(declaration_for(detector_cfg).evaluator)
 
 
-def cell_model_configs(cfg) -> dict:
+def cell_model_configs(cfg, listed_model_config=None) -> dict:
     """The model configs a cell reads, by name as listed: its model, its cohort (none under
     control=synthetic, whose cohort is the calibration model's members), its reference models, its
-    baseline (``detector.baseline``) and its control's external baselines."""
-    from medexp.config import listed_model_config
+    baseline (``detector.baseline``) and its control's external baselines. A list entry is
+    composed by ``listed_model_config`` (``medexp.config``'s by default; a caller sizing many cells
+    passes a cached one)."""
     from medexp.config.schemas import ControlKind
+
+    if listed_model_config is None:
+        from medexp.config import listed_model_config
 
     configs = {str(cfg.model.name): cfg.model}
     cohort = [] if ControlKind(cfg.control.kind) is ControlKind.synthetic else cfg.detector.get("cohort", [])

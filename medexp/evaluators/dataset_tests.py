@@ -87,11 +87,9 @@ def tested_halves(cfg, load) -> PowerCount:
     """``python -m medexp.power``'s count for dataset_inference: the members and non-members of
     half B, the half its test runs on (half A fits the linear model)."""
     from medexp.detectors.dataset_inference import scored_half_size
+    from medexp.evaluators.power_counts import members_and_nonmembers
 
-    members = len(load())
-    nonmembers = len(load(split=str(cfg.detector.nonmember_split)))
-    tested_members, tested_nonmembers = scored_half_size(members), scored_half_size(nonmembers)
+    count = members_and_nonmembers(cfg, load)
+    tested_members, tested_nonmembers = scored_half_size(count.first), scored_half_size(count.n - count.first)
     return PowerCount(n=tested_members + tested_nonmembers, first=tested_members, lines=(
-        f"members: {members} (split {cfg.bench.split}), non-members: {nonmembers} "
-        f"(split {cfg.detector.nonmember_split}); half B, the tested half: {tested_members} and "
-        f"{tested_nonmembers} (half A fits the model)",))
+        f"{count.lines[0]}; half B, the tested half: {tested_members} and {tested_nonmembers} (half A fits the model)",))

@@ -255,14 +255,16 @@ def _atypicality(inputs: DifferentialInputs, embedder_cfg, cache_dir) -> np.ndar
 
 
 def memorization_sizes(cfg, load) -> PowerCount:
-    """``python -m medexp.power``'s count for memorization: members and non-members."""
-    members = len(load())
-    nonmembers = len(load(split=str(cfg.detector.nonmember_split)))
-    counted = (f"{members + nonmembers} members and non-members: {members} members (split {cfg.bench.split}), "
+    """``python -m medexp.power``'s count for memorization: members and non-members, as its
+    simulated test's sizes."""
+    from medexp.evaluators.power_counts import members_and_nonmembers
+
+    count = members_and_nonmembers(cfg, load)
+    members, nonmembers = count.first, count.n - count.first
+    counted = (f"{count.n} members and non-members: {members} members (split {cfg.bench.split}), "
                f"{nonmembers} non-members (split {cfg.detector.nonmember_split}); a trained candidate's own "
                "partitions differ")
-    return PowerCount(n=members + nonmembers, first=members, lines=(counted,),
-                      sizes={"members": members, "nonmembers": nonmembers})
+    return dataclasses.replace(count, lines=(counted,), sizes={"members": members, "nonmembers": nonmembers})
 
 
 def membership_sizes(cfg, load) -> PowerCount:
