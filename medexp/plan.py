@@ -14,6 +14,8 @@ the first one; once it is cached, the plan names the next.
 grid instead (``experiment=controlled_audit``: the published one): its cells, the teacher-forced
 scoring they need (each model on each benchmark once: the score cache serves every cell that
 reads it), examples, tokens per example, FLOPs, memory and GPU hours (:mod:`medexp.models.cost`).
+Hours are at the rate each checkpoint was measured to reach on a GPU (:mod:`medexp.models.throughput`),
+:data:`DEFAULT_TFLOPS` for a checkpoint not measured; ``--tflops`` sets one rate for every model.
 By default each model is sized from its published facts shipped in :mod:`medexp.models.published`
 (config.json architecture, processor rules; text tokens a stated round estimate): no model file is
 downloaded and the hub is never contacted for a model. ``--from-checkpoint`` reads each
@@ -35,8 +37,8 @@ USAGE = """usage: python -m medexp.plan model=<name> [bench=<name>] [detector=<n
 What the cell would compute first (its first cache entry not complete yet), and how split.tasks=<n>
 jobs would share it (docs/clusters.md, "Work bigger than one job"); nothing is computed.
 With experiment=<grid preset>, size the preset's whole grid: cells, scoring jobs, examples,
-tokens, FLOPs, memory and GPU hours at --tflops achieved per GPU (default 300, about 30% of an
-H100's dense BF16 peak); weights are never read. Models are sized from the published facts shipped
+tokens, FLOPs, memory and GPU hours: at the rate each checkpoint reached on an NVIDIA H200
+(medexp/models/measured), 300 TFLOP/s for one not measured, or --tflops for all; weights are never read. Models are sized from the published facts shipped
 with medexp (no download, no hub); --from-checkpoint reads each checkpoint's config and processor.
 Example: python -m medexp.plan model=demo_leaky detector=exch split.tasks=4
          python -m medexp.plan experiment=controlled_audit"""
@@ -108,14 +110,15 @@ def grid_blocks(overrides: list[str]) -> list | None:
     return None if grid is None else OmegaConf.to_container(grid)
 
 
-def grid_lines(blocks: list, overrides: list[str], tflops: float, locate=None,
+def grid_lines(blocks: list, overrides: list[str], tflops: float | None, locate=None,
                from_checkpoint: bool = False) -> list[str]:
     """The size of a grid (its blocks combined with the command line's overrides, as the grid
     sweeper combines them): cells by detector, then one row per teacher-forced scoring job with
     its examples, tokens, FLOPs, memory and GPU hours. Each model is sized from its published
     facts (:mod:`medexp.models.published`, nothing fetched), or with ``from_checkpoint`` from its
     checkpoint's config and processor, which ``locate(model_cfg, cache_dir)`` finds (default:
-    :func:`medexp.models.model_location`)."""
+    :func:`medexp.models.model_location`). ``tflops``: one rate for every model; None: each
+    checkpoint's measured rate (:func:`rates`)."""
     from collections import Counter
 
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -153,11 +156,11 @@ def grid_lines(blocks: list, overrides: list[str], tflops: float, locate=None,
     lines = [f"grid: {len(jobs)} cells ({', '.join(f'{kind} {n}' for kind, n in sorted(kinds.items()))})",
              f"teacher-forced scoring: {len(scoring)} jobs (a model on a benchmark, scored once: the score cache "
              "serves every cell that reads it), one 512 x 512 image with a SLAKE question as each model's "
-             f"representative example, at {tflops:g} TFLOP/s achieved per GPU; 'shared': with shared prefixes, "
-             "one per image (known when the benchmark is on this machine)",
+             f"representative example; 'shared': with shared prefixes, one per image (known when the benchmark is "
+             f"on this machine); {_rate_sentence(tflops)}",
              "| model | bench | examples | images | tokens/example | image tokens | TFLOP/example | PFLOP "
-             "| PFLOP shared | weights+KV GiB | GPU h | GPU h shared |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| PFLOP shared | weights+KV GiB | GPU h | GPU h shared | TFLOP/s |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     if from_checkpoint:
         costs = {name: _model_cost(model_cfg, paths, locate or model_location)
                  for (name, _), (model_cfg, _, paths) in sorted(scoring.items())}
@@ -169,28 +172,31 @@ def grid_lines(blocks: list, overrides: list[str], tflops: float, locate=None,
                         "example, not counted by a tokenizer; shared prefix taken as the image tokens alone")
     benches = {bench: (bench_cfg, paths) for (_, bench), (_, bench_cfg, paths) in sorted(scoring.items())}
     images = {bench: _bench_images(bench_cfg, paths) for bench, (bench_cfg, paths) in benches.items()}  # once each
-    hours = lambda flops: flops / (tflops * 1e12) / 3600  # noqa: E731
-    total, total_shared, missing = 0.0, 0.0, []
+    total, total_hours, total_shared_hours, missing = 0.0, 0.0, 0.0, []
     for (name, bench), (model_cfg, bench_cfg, _) in sorted(scoring.items()):
         examples, cost, n_images = expected_count(bench_cfg), costs[name], images[bench]
         shown_images = n_images if isinstance(n_images, int) else "unknown"
         if isinstance(cost, str) or examples is None:
             missing.append(f"{name} on {bench}")
             lines.append(f"| {name} | {bench} | {examples or 'unknown'} | {shown_images} | unknown (below) "
-                         "| | | | | | | |")
+                         "| | | | | | | | |")
             continue
         arch, example = cost
         flops = examples * example.flops
         shared = example.shared_flops(examples, n_images) if isinstance(n_images, int) else flops
-        total, total_shared = total + flops, total_shared + shared
-        shared_cells = ((f"{shared / 1e15:.2f}", f"{hours(shared):.2f}") if isinstance(n_images, int)
+        whole_rate, shared_rate, rate_shown = rates(model_cfg, tflops)
+        # A family that scores examples whole runs at its whole rate with shared prefixes on too.
+        shared_rate = shared_rate if example.prefix_flops is not None else whole_rate
+        hours, shared_hours = flops / (whole_rate * 1e12) / 3600, shared / (shared_rate * 1e12) / 3600
+        total, total_hours, total_shared_hours = total + flops, total_hours + hours, total_shared_hours + shared_hours
+        shared_cells = ((f"{shared / 1e15:.2f}", f"{shared_hours:.2f}") if isinstance(n_images, int)
                         else ("unknown", "unknown"))
         lines.append(f"| {name} | {bench} | {examples} | {shown_images} | {example.tokens} | {example.image_tokens} | "
                      f"{example.flops / 1e12:.2f} | {flops / 1e15:.2f} | {shared_cells[0]} | "
-                     f"{memory_bytes(arch, model_cfg, example.tokens) / 2**30:.1f} | {hours(flops):.2f} | "
-                     f"{shared_cells[1]} |")
-    lines.append(f"total: {total / 1e15:.1f} PFLOP, {hours(total):.1f} GPU hours; with shared prefixes "
-                 f"{hours(total_shared):.1f} GPU hours (whole where a benchmark's images are unknown)"
+                     f"{memory_bytes(arch, model_cfg, example.tokens) / 2**30:.1f} | {hours:.2f} | "
+                     f"{shared_cells[1]} | {rate_shown} |")
+    lines.append(f"total: {total / 1e15:.1f} PFLOP, {total_hours:.1f} GPU hours; with shared prefixes "
+                 f"{total_shared_hours:.1f} GPU hours (whole where a benchmark's images are unknown)"
                  + (f"; not counted: {', '.join(missing)}" if missing else ""))
     lines += [f"{name}: unknown, {cost}" for name, cost in costs.items() if isinstance(cost, str)]
     lines += [f"{bench} images: unknown, {count}" for bench, count in images.items() if isinstance(count, str)]
@@ -198,6 +204,31 @@ def grid_lines(blocks: list, overrides: list[str], tflops: float, locate=None,
         lines.append("not sized here (no teacher-forced benchmark scores): "
                      + ", ".join(f"{kind} {n} cells" for kind, n in sorted(unsized.items())))
     return lines
+
+
+def rates(model_cfg, tflops: float | None) -> tuple[float, float, str]:
+    """(TFLOP/s scoring whole, TFLOP/s with shared prefixes, how the table shows them): ``tflops``
+    where given, else the checkpoint's measured rates, else :data:`DEFAULT_TFLOPS` assumed."""
+    from medexp.models.throughput import measured_rate
+
+    if tflops is not None:
+        return tflops, tflops, f"{tflops:g} given"
+    measured = measured_rate(model_cfg)
+    if measured is None:
+        return DEFAULT_TFLOPS, DEFAULT_TFLOPS, f"{DEFAULT_TFLOPS:g} assumed"
+    if measured.shared is None:
+        return measured.whole, measured.whole, f"{measured.whole:.0f} measured (scored whole)"
+    return measured.whole, measured.shared, f"{measured.whole:.0f} / {measured.shared:.0f} measured"
+
+
+def _rate_sentence(tflops: float | None) -> str:
+    if tflops is not None:
+        return f"GPU hours at {tflops:g} TFLOP/s achieved per GPU (--tflops) for every model"
+    from medexp.models.throughput import MEASUREMENT
+
+    return (f"GPU hours at the TFLOP/s (whole / shared) each checkpoint reached on the GPU of {MEASUREMENT.name} "
+            f"(medexp/models/measured, perf/gpu_families.py: the cost model's FLOPs over measured seconds), "
+            f"{DEFAULT_TFLOPS:g} assumed for a checkpoint not measured; --tflops sets one rate for all")
 
 
 def _bench_images(bench_cfg, paths) -> int | str:
@@ -238,7 +269,7 @@ def _published_cost(model_cfg):
 
 
 def _split_grid_options(args: list[str]) -> tuple[list[str], dict]:
-    overrides, options = [], {"tflops": DEFAULT_TFLOPS, "from_checkpoint": False}
+    overrides, options = [], {"tflops": None, "from_checkpoint": False}
     for arg in args:
         name, _, value = arg.partition("=")
         if arg == "--from-checkpoint":

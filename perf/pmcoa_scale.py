@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -249,8 +250,9 @@ class FlatIPSearch:
 def compare_searches(directory: Path, n: int, duplicate_rate: float, seed: int, calibration: int) -> dict:
     """Every search path on the same corpus and queries (the calibration sample excluding itself,
     then the benchmark queries), in this process: faiss-cpu's IndexFlatIP, medexp's blocked float32
-    search (``exact``) and the int8 search (``int8``); seconds for each and whether every neighbour
-    and distance equals IndexFlatIP's."""
+    search (``exact``) and the bfloat16 search (``bf16``); seconds for each and whether every
+    neighbour and distance equals IndexFlatIP's. Each search's time goes to stderr as it ends, so a
+    run stopped early still tells what it measured."""
     import torch
 
     from medexp.images.audit import DeduplicatedCorpus
@@ -267,6 +269,7 @@ def compare_searches(directory: Path, n: int, duplicate_rate: float, seed: int, 
     for name, build in (("faiss_flat_ip", lambda: FlatIPSearch(reference.vectors)),
                         ("exact", lambda: ExactSearch(reference.vectors, use_gpu=False)),
                         ("bf16", lambda: Bfloat16Search(reference.vectors))):
+        print(f"{name}: searching {len(queries):,} queries", file=sys.stderr, flush=True)
         started = time.perf_counter()
         searcher = build()
         built = time.perf_counter() - started
@@ -277,7 +280,7 @@ def compare_searches(directory: Path, n: int, duplicate_rate: float, seed: int, 
                          "queries_per_s": round(len(queries) / seconds, 1)}
         if isinstance(searcher, Bfloat16Search):
             results[name]["fallback_queries"] = searcher.fallbacks
-        print(f"{name}: {seconds:.1f} s", file=sys.stderr)
+        print(f"{name}: {seconds:.1f} s", file=sys.stderr, flush=True)
     reference_distance, reference_neighbour = answers["faiss_flat_ip"]
     for name, (distance, neighbour) in answers.items():
         results[name]["same_neighbours_as_faiss"] = int((neighbour == reference_neighbour).sum())
@@ -319,15 +322,21 @@ def main(argv: list[str] | None = None) -> int:
           file=sys.stderr)
     del embedder
     loadavg_before = os.getloadavg()
-    # a fresh process, so that its peak memory is the measured run's alone
-    child = subprocess.run([sys.executable, __file__, "--dir", str(args.dir), "--corpus", str(args.corpus),
-                            "--duplicate-rate", str(args.duplicate_rate), "--seed", str(args.seed), "--measure-only",
-                            "--calibration", str(args.calibration)] + (["--compare"] if args.compare else []),
-                           capture_output=True, text=True)
+    # a fresh process, so that its peak memory is the measured run's alone; its progress goes
+    # straight to stderr, and it is stopped with this one (a `timeout` stops this process only)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    with subprocess.Popen([sys.executable, __file__, "--dir", str(args.dir), "--corpus", str(args.corpus),
+                           "--duplicate-rate", str(args.duplicate_rate), "--seed", str(args.seed), "--measure-only",
+                           "--calibration", str(args.calibration)] + (["--compare"] if args.compare else []),
+                          stdout=subprocess.PIPE, text=True) as child:
+        try:
+            stdout, _ = child.communicate()
+        finally:
+            if child.poll() is None:
+                child.kill()
     if child.returncode:
-        sys.stderr.write(child.stderr)
         return child.returncode
-    result = json.loads(child.stdout.strip().splitlines()[-1])
+    result = json.loads(stdout.strip().splitlines()[-1])
     result["loadavg_before"] = loadavg_before
     print(json.dumps(result, indent=1))
     if args.compare:

@@ -284,20 +284,21 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
 
         With ``shared_prefix``, examples sharing an image are scored from their common prefix's
         key/value cache (see :meth:`_score_shared`); the others, and all of them without it,
-        run whole. On that path each distinct image goes through the image processor once
-        (:class:`medexp.models.image_inputs.ImageInputs`, counted in
-        ``token_counts.images_processed``)."""
+        run whole. On both paths the image processor's output of an image is kept while the
+        examples asking about it are pending (:class:`medexp.models.image_inputs.ImageInputs`,
+        counted in ``token_counts.images_processed``): with the questions about one image
+        together, as benchmarks list them, each distinct image is processed once."""
         prepared = [self._prepare(ex) for ex in examples]
-        if not self.shared_prefix:
-            rows = self._score_whole(prepared)
-        else:
-            self._images = ImageInputs()
-            try:
+        self._images = ImageInputs()
+        try:
+            if self.shared_prefix:
                 rows, alone = self._score_shared(prepared)
                 rows.extend(self._score_whole(alone))
-                self.token_counts.images_processed += self._images.processed
-            finally:
-                self._images = None
+            else:
+                rows = self._score_whole(prepared)
+            self.token_counts.images_processed += self._images.processed
+        finally:
+            self._images = None
         order = {ex.example_id: i for i, ex in enumerate(examples)}
         rows.sort(key=lambda row: order[row["example_id"]])
         return pd.DataFrame(rows)
@@ -310,9 +311,9 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
 
     def _encode(self, group: list[PreparedExample]):
         """The processor's inputs of a group of examples (all with an image, or none). During a
-        shared-prefix scoring call the image processor's output of each image is kept by the
-        image's content and reused (``self._images``); otherwise every example's image is
-        processed (and counted)."""
+        scoring call the image processor's output of each image is kept by the image's content
+        and reused (``self._images``); outside one (a prompt preview) the images are processed
+        (and counted)."""
         from medexp.benchmarks.images import read_image
 
         prompts = [item.prompt for item in group]
@@ -331,7 +332,7 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
             return self.processor_inputs(prompts, images)
 
     def _image_key(self, item: PreparedExample) -> str | None:
-        """The identity of the example's image during a shared-prefix call: its bytes' SHA-256."""
+        """The identity of the example's image during a scoring call: its bytes' SHA-256."""
         return None if item.example.image is None or self._images is None else self._images.key(item.example.image)
 
     def _input_length(self, item: PreparedExample) -> int:
@@ -358,7 +359,7 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
     def _each_batch(self, items: Iterable[Item], batch_size: int, length: Callable[[Item], int],
                     image_key: Callable[[Item], str | None], run: Callable[[list[Item]], None]) -> None:
         """``run`` on the batches :meth:`_batches` makes of ``items``, each as soon as it is
-        complete, so ``items`` may be produced as they are needed. During a shared-prefix call,
+        complete, so ``items`` may be produced as they are needed. During a scoring call,
         once a batch has run, kept images are released but the one of the item starting the next
         batch (``image_key``), whose length may already have needed it."""
         budget = self.cfg.token_budget

@@ -1,8 +1,9 @@
 """Each distinct image of a scoring call run through the image processor once.
 
-Shared-prefix scoring asks the processor about one image many times: once per question to find
-the prefixes (the expanded input ids), once per prefix for its pixels, and, for an example run
-whole, once for its length (with a token budget) and once for its inputs. :class:`ImageInputs`
+Scoring asks the processor about one image many times: on the shared-prefix path once per
+question to find the prefixes (the expanded input ids) and once per prefix for its pixels; for
+every example run whole, once for its length (with a token budget) and once for its inputs; and
+a benchmark asks several questions about each image (SLAKE about eleven). :class:`ImageInputs`
 keeps the image processor's output of each image by the image's content (the SHA-256 of its
 file's bytes, so two paths to one file's copy share it and a replaced file does not), and serves
 every later call from it: the processor still expands the text and tokenises each prompt (cheap),

@@ -98,9 +98,10 @@ def test_grid_counts_each_model_on_each_benchmark_once(checkpoints):
                                                                      published_settings("qwen2_5_vl")["preprocessor_config"]))
     assert rows[("blip2", "slake")][3] == str(published_settings("blip2")["processor_config"]["num_query_tokens"])
     # A job's PFLOP are its examples times one example's TFLOP, and its GPU hours those at 300 TFLOP/s.
-    for examples, images, _, _, per_example, total, shared, _, hours, shared_hours in rows.values():
+    for examples, images, _, _, per_example, total, shared, _, hours, shared_hours, rate in rows.values():
         assert float(total) == pytest.approx(int(examples) * float(per_example) / 1000, abs=0.006)
         assert float(hours) == pytest.approx(float(total) * 1e15 / 300e12 / 3600, abs=0.006)
+        assert rate == "300 given"
         # No benchmark is on this machine: how many images share a prefix is unknown.
         assert images == shared == shared_hours == "unknown"
     assert lines[-1] == "not sized here (no teacher-forced benchmark scores): image_nn 1 cells"
@@ -117,7 +118,7 @@ def test_grid_counts_images_of_a_benchmark_on_this_machine(checkpoints):
                             locate=lambda model_cfg, _: checkpoints[model_cfg.name], from_checkpoint=True)
     cfg = compose(["bench=demo"])
     demo = load_benchmark_from_config(cfg.bench, cfg.paths.cache_dir, pixels=False)
-    examples, images, _, _, _, total, shared, _, hours, shared_hours = rows_of(lines)[("qwen2_5_vl", "demo")]
+    examples, images, _, _, _, total, shared, _, hours, shared_hours, _ = rows_of(lines)[("qwen2_5_vl", "demo")]
     assert int(images) == len({str(example.image) for example in demo.examples}) == int(examples) == 400
     assert (shared, shared_hours) == (total, hours)
 
@@ -139,12 +140,12 @@ def test_command_line_sizes_the_published_grid_without_a_model_override(monkeypa
     """``experiment=controlled_audit`` needs no model= (the preset names them); --tflops is checked;
     --from-checkpoint switches from the published facts to the checkpoints."""
     monkeypatch.setattr(plan, "grid_lines", lambda blocks, overrides, tflops, from_checkpoint:
-                        [f"{len(blocks)} blocks at {tflops:g} {from_checkpoint} {overrides}"])
+                        [f"{len(blocks)} blocks at {tflops} {from_checkpoint} {overrides}"])
     assert plan.main(["experiment=controlled_audit", "--tflops=400"]) == 0
     # conf/experiment/controlled_audit.yaml's six blocks
-    assert capsys.readouterr().out.strip() == "6 blocks at 400 False ['experiment=controlled_audit']"
-    assert plan.main(["experiment=controlled_audit", "--from-checkpoint"]) == 0
-    assert capsys.readouterr().out.strip() == "6 blocks at 300 True ['experiment=controlled_audit']"
+    assert capsys.readouterr().out.strip() == "6 blocks at 400.0 False ['experiment=controlled_audit']"
+    assert plan.main(["experiment=controlled_audit", "--from-checkpoint"]) == 0  # no --tflops: measured rates
+    assert capsys.readouterr().out.strip() == "6 blocks at None True ['experiment=controlled_audit']"
     assert plan.main(["experiment=controlled_audit", "--tflops=-1"]) == 2
     assert "--tflops must be positive" in capsys.readouterr().err
 
@@ -299,7 +300,7 @@ def test_offline_internvl_tiles_match_the_hand_rule(height, width):
         assert tiles == 3  # a 2 x 1 grid and the thumbnail
 
 
-def offline_grid(monkeypatch, models: list[str], bench: str = "slake") -> list[str]:
+def offline_grid(monkeypatch, models: list[str], bench: str = "slake", tflops: float | None = 300.0) -> list[str]:
     """The offline grid with every way to a checkpoint or the network made to fail: reading a
     checkpoint's config, processor or tokenizer, locating one, or opening a socket."""
     import socket
@@ -318,7 +319,7 @@ def offline_grid(monkeypatch, models: list[str], bench: str = "slake") -> list[s
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the benchmark's image count: its local copy only
     blocks = [{"model": models, "bench": bench, "detector": "exch_rank", "control": "none"}]
-    return plan.grid_lines(blocks, [], 300.0)
+    return plan.grid_lines(blocks, [], tflops)
 
 
 def test_offline_grid_rows_by_hand(monkeypatch):
@@ -349,7 +350,7 @@ def test_offline_grid_rows_by_hand(monkeypatch):
                          LLAMA["hidden"]),
     }
     for model, ((params, vision, embedding), image_tokens, patches, layers, width, kv_width) in cases.items():
-        examples, images, tokens, shown_image_tokens, per_example, total, shared, memory, hours, _ = \
+        examples, images, tokens, shown_image_tokens, per_example, total, shared, memory, hours, _, _ = \
             rows[(model, "slake")]
         assert (int(examples), int(shown_image_tokens)) == (1061, image_tokens)
         tokens_by_hand = image_tokens + TEXT_TOKENS_ESTIMATE
@@ -382,3 +383,32 @@ def test_offline_grid_says_why_a_model_is_unknown(monkeypatch):
     lines = plan.grid_lines(blocks, ["model.pretrained=/data/my-finetune"], 300.0)
     assert "qwen2_5_vl: unknown, no offline estimate: model.pretrained=/data/my-finetune is not the published " \
            "checkpoint Qwen/Qwen2.5-VL-7B-Instruct: size it with --from-checkpoint" in lines
+
+
+def test_hours_are_at_each_checkpoints_measured_rate(monkeypatch):
+    """Without --tflops a published checkpoint's GPU hours are its FLOPs at the rate measured for
+    it on a GPU (medexp/models/measured: the cost model's FLOPs over measured seconds), whole and,
+    for a family that shares prefixes, shared; a checkpoint not measured is at 300 TFLOP/s, said so."""
+    import json
+
+    from medexp.config import compose
+    from medexp.models.throughput import MEASUREMENT, measured_rate
+
+    measured = {model["model"]: model for model in json.loads(MEASUREMENT.read_text())["models"]}
+    rows = rows_of(offline_grid(monkeypatch, ["qwen2_5_vl", "blip2", "chexagent"], bench="pathvqa", tflops=None))
+    qwen, blip = measured["qwen2_5_vl"], measured["blip2"]
+    for model, shown in (("qwen2_5_vl", f"{qwen['plain']['achieved_tflops']:.0f} / "
+                                        f"{qwen['shared_prefix']['achieved_tflops']:.0f} measured"),
+                         ("blip2", f"{blip['plain']['achieved_tflops']:.0f} measured (scored whole)")):
+        examples, _, _, _, per_example, total, _, _, hours, _, rate = rows[(model, "pathvqa")]
+        assert rate == shown
+        whole = measured[model]["plain"]["achieved_tflops"]
+        assert float(hours) == pytest.approx(int(examples) * float(per_example) * 1e12 / (whole * 1e12) / 3600,
+                                             abs=0.006)
+        assert abs(float(hours) - int(examples) * float(per_example) / 300 / 3600) > 0.02  # not the assumed rate
+    # CheXagent was not measured (nor sized); neither is a checkpoint other than the measured one.
+    assert measured_rate(compose(["model=chexagent"]).model) is None
+    other = compose(["model=qwen2_5_vl", "model.pretrained=Qwen/Qwen2.5-VL-3B-Instruct"]).model
+    assert measured_rate(other) is None
+    assert plan.rates(other, None) == (300.0, 300.0, "300 assumed")
+    assert plan.rates(other, 120.0) == (120.0, 120.0, "120 given")

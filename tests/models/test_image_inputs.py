@@ -1,6 +1,7 @@
-"""Shared-prefix scoring runs the image processor once per distinct image (by content), reuses
-its output everywhere the image is asked about, counts it (``images_processed``), keeps no more
-than a batch's images at a time, and gives the plain path's scores; counted on the real
+"""Scoring runs the image processor once per distinct image (by content) on the shared-prefix
+path, and on the plain path while an image's questions are together, reuses its output everywhere
+the image is asked about, counts it (``images_processed``), keeps no more than a batch's images at
+a time, and gives the scores of each image processed afresh; counted on the real
 processor of each family's tiny checkpoint, the model never stubbed."""
 
 from __future__ import annotations
@@ -78,11 +79,33 @@ def test_each_distinct_image_is_processed_once(tiny_checkpoint, with_a_copy, nam
     assert set(shared_calls.images.values()) == {1} and len(shared_calls.images) == n_images
     assert shared_calls.calls == n_images
     assert shared.token_counts.images_processed == n_images
-    # ... where the plain path processes each example's image (twice with a token budget: its
-    # length, then its inputs), and counts as much.
+    # ... and the plain path counts what it processed: fewer than an image per example asked
+    # (twice per example with a token budget, length then inputs, were each image processed afresh).
     asked = sum(ex.image is not None for ex in with_a_copy)
     assert plain.token_counts.images_processed == sum(plain_calls.images.values())
-    assert plain.token_counts.images_processed == asked * (2 if "token_budget" in settings else 1)
+    assert plain.token_counts.images_processed < asked
+
+
+@pytest.mark.parametrize("name", ["qwen2_5_vl", "llava"])
+@pytest.mark.parametrize("settings", [{"batch_size": 3}, {"batch_size": 16, "token_budget": 120}],
+                         ids=["batch_size", "token_budget"])
+def test_the_plain_path_processes_each_image_once_when_its_questions_are_together(tiny_checkpoint, with_a_copy,
+                                                                                  name, settings):
+    """Scoring whole, with each image's questions listed together (as benchmarks list them) and
+    text-only questions last, every distinct image is processed once, over batch boundaries too;
+    the scores are those of each image processed afresh (a scorer outside a scoring call)."""
+    directory, family = tiny_checkpoint(name), FAMILIES[name].family
+    grouped = sorted(with_a_copy, key=lambda ex: (ex.image is None, "" if ex.image is None else file_sha256(ex.image)))
+    grouped = [replace(ex, position=position) for position, ex in enumerate(grouped)]
+    plain = make_scorer(directory, family, shared_prefix=False, **settings)
+    calls = counted(plain)
+    table = plain.score_examples(grouped)
+    assert plain.token_counts.images_processed == distinct_images(grouped) == len(calls.images)
+    assert set(calls.images.values()) == {1}
+    fresh = make_scorer(directory, family, shared_prefix=False, batch_size=1)
+    for example, row in zip(grouped, rows(table)):
+        (alone,) = fresh._score_group([fresh._prepare(example)])
+        assert_rows_close(row, alone, atol=ATOL)
 
 
 def test_images_processed_adds_up_over_calls_and_is_not_shared_state(tiny_checkpoint, with_a_copy):
