@@ -185,9 +185,10 @@ def grid_lines(blocks: list, overrides: list[str], tflops: float | None, locate=
         flops = examples * example.flops
         shared = example.shared_flops(examples, n_images) if isinstance(n_images, int) else flops
         whole_rate, shared_rate, rate_shown = rates(model_cfg, tflops)
-        # A family that scores examples whole runs at its whole rate with shared prefixes on too.
-        shared_rate = shared_rate if example.prefix_flops is not None else whole_rate
-        hours, shared_hours = flops / (whole_rate * 1e12) / 3600, shared / (shared_rate * 1e12) / 3600
+        hours = flops / (whole_rate * 1e12) / 3600
+        # Where nothing is shared (a family that scores whole, one question per image, images not
+        # known) the shared path runs every example whole, at the whole rate.
+        shared_hours = hours if shared == flops else shared / (shared_rate * 1e12) / 3600
         total, total_hours, total_shared_hours = total + flops, total_hours + hours, total_shared_hours + shared_hours
         shared_cells = ((f"{shared / 1e15:.2f}", f"{shared_hours:.2f}") if isinstance(n_images, int)
                         else ("unknown", "unknown"))

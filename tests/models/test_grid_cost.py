@@ -121,6 +121,11 @@ def test_grid_counts_images_of_a_benchmark_on_this_machine(checkpoints):
     examples, images, _, _, _, total, shared, _, hours, shared_hours, _ = rows_of(lines)[("qwen2_5_vl", "demo")]
     assert int(images) == len({str(example.image) for example in demo.examples}) == int(examples) == 400
     assert (shared, shared_hours) == (total, hours)
+    # At the measured rates too: nothing shared runs whole, at the whole rate, not the shared one.
+    lines = plan.grid_lines(blocks, ["bench.expected_examples=400"], None,
+                            locate=lambda model_cfg, _: checkpoints[model_cfg.name], from_checkpoint=True)
+    *_, total, shared, _, hours, shared_hours, rate = rows_of(lines)[("qwen2_5_vl", "demo")]
+    assert rate.endswith(" measured") and (shared, shared_hours) == (total, hours)
 
 
 def test_an_unreachable_checkpoint_leaves_its_rows_unknown(checkpoints):
