@@ -358,47 +358,18 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
 
     def _each_batch(self, items: Iterable[Item], batch_size: int, length: Callable[[Item], int],
                     image_key: Callable[[Item], str | None], run: Callable[[list[Item]], None]) -> None:
-        """``run`` on the batches :meth:`_batches` makes of ``items``, each as soon as it is
+        """``run`` on the batches :func:`batches` makes of ``items``, each as soon as it is
         complete, so ``items`` may be produced as they are needed. During a scoring call,
         once a batch has run, kept images are released but the one of the item starting the next
         batch (``image_key``), whose length may already have needed it."""
-        budget = self.cfg.token_budget
-        current: list[Item] = []
-        longest = oversized = 0
-        for item in items:
-            if budget is None:
-                full, size = len(current) == batch_size, 0
-            else:
-                size = length(item)
-                oversized += size > budget
-                full = bool(current) and (len(current) + 1) * max(longest, size) > budget
-            if full:
-                run(current)
-                if self._images is not None:
-                    self._images.retain({image_key(item)})
-                current, longest = [], 0
-            current.append(item)
-            longest = max(longest, size)
-        if current:
-            run(current)
-        if oversized:
-            log.warning("model=%s: %d inputs are longer than token_budget=%d and are scored alone",
-                        self.cfg.name, oversized, budget)
-        if self._images is not None:
-            self._images.retain(())
+        for batch, following in batches(items, batch_size, self.cfg.token_budget, length, self.cfg.name):
+            run(batch)
+            if self._images is not None:
+                self._images.retain(() if following is None else {image_key(following)})
 
     def _batches(self, items: list[Item], batch_size: int, length: Callable[[Item], int]) -> list[list[Item]]:
-        """Consecutive batches of ``items``: of ``batch_size`` rows, or, with a token budget, as
-        many rows as fit in the budget (lengths are only computed then)."""
-        budget = self.cfg.token_budget
-        if budget is None:
-            return [items[start : start + batch_size] for start in range(0, len(items), batch_size)]
-        lengths = [length(item) for item in items]
-        oversized = sum(1 for n in lengths if n > budget)
-        if oversized:
-            log.warning("model=%s: %d inputs are longer than token_budget=%d and are scored alone",
-                        self.cfg.name, oversized, budget)
-        return [[items[index] for index in batch] for batch in token_budget_batches(lengths, budget)]
+        """The batches :func:`batches` makes of ``items``, all at once."""
+        return [batch for batch, _ in batches(items, batch_size, self.cfg.token_budget, length, self.cfg.name)]
 
     def _score_group(self, group: list[PreparedExample]) -> list[dict[str, Any]]:
         import torch
@@ -641,25 +612,34 @@ def answer_row(item: PreparedExample, token_logprobs: np.ndarray, token_z: list[
     }
 
 
-def token_budget_batches(lengths: Sequence[int], budget: int) -> list[list[int]]:
-    """Indices of consecutive batches, each as long as rows x longest length stays <= budget.
+def batches(items: Iterable[Item], batch_size: int, budget: int | None, length: Callable[[Item], int],
+            model_name: str) -> Iterator[tuple[list[Item], Item | None]]:
+    """Consecutive batches of ``items``, each yielded as soon as it is complete with the item that
+    starts the next one (None after the last): of ``batch_size`` rows, or with a token ``budget``
+    as many rows as keep rows x longest ``length`` within it (lengths are only computed then).
 
-    Greedy in order (the released order is kept, nothing is sorted); an input longer than the
-    budget forms a batch of its own.
+    Greedy in order (the given order is kept, nothing is sorted); an input longer than the budget
+    forms a batch of its own, and how many did is logged once the items are used up.
     """
-    batches: list[list[int]] = []
-    current: list[int] = []
-    longest = 0
-    for index, length in enumerate(lengths):
-        widest = max(longest, length)
-        if current and (len(current) + 1) * widest > budget:
-            batches.append(current)
-            current, widest = [], length
-        current.append(index)
-        longest = widest
+    current: list[Item] = []
+    longest = oversized = 0
+    for item in items:
+        if budget is None:
+            full, size = len(current) == batch_size, 0
+        else:
+            size = length(item)
+            oversized += size > budget
+            full = bool(current) and (len(current) + 1) * max(longest, size) > budget
+        if full:
+            yield current, item
+            current, longest = [], 0
+        current.append(item)
+        longest = max(longest, size)
     if current:
-        batches.append(current)
-    return batches
+        yield current, None
+    if oversized:
+        log.warning("model=%s: %d inputs are longer than token_budget=%d and are scored alone",
+                    model_name, oversized, budget)
 
 
 def cache_rows(cache, rows):

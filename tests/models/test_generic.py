@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from medexp.models.hf import HFScorer, token_budget_batches
+from medexp.models.hf import HFScorer, batches
 from tests.manual_scoring import assert_rows_close, chat_answer_scores, rows
 from tests.models.conftest import make_scorer
 from tests.models.tiny import LONG_TEXT
@@ -47,8 +47,21 @@ def test_family_refuses_a_checkpoint_of_another_architecture(tiny_checkpoint):
         ([], 10, []),
     ],
 )
-def test_token_budget_batches_by_hand(lengths, budget, expected):
-    assert token_budget_batches(lengths, budget) == expected
+def test_token_budget_batches_by_hand(lengths, budget, expected, caplog):
+    made = list(batches(range(len(lengths)), 1, budget, lengths.__getitem__, "m"))
+    assert [batch for batch, _ in made] == expected
+    # each batch comes with the item that starts the next one: what a streaming caller keeps
+    assert [following for _, following in made] == [batch[0] for batch in expected[1:]] + [None] * bool(expected)
+    oversized = sum(length > budget for length in lengths)
+    assert (f"model=m: {oversized} inputs are longer than token_budget={budget}" in caplog.text) == bool(oversized)
+
+
+def test_batches_without_a_budget_are_batch_size_rows_and_read_no_length():
+    def length(item):
+        raise AssertionError("a length was computed without a token budget")
+
+    made = list(batches(iter(range(7)), 3, None, length, "m"))
+    assert made == [([0, 1, 2], 3), ([3, 4, 5], 6), ([6], None)]
 
 
 @pytest.mark.parametrize("family", ["qwen2_5_vl", "llava_onevision"])
