@@ -38,8 +38,9 @@ What the cell would compute first (its first cache entry not complete yet), and 
 jobs would share it (docs/clusters.md, "Work bigger than one job"); nothing is computed.
 With experiment=<grid preset>, size the preset's whole grid: cells, scoring jobs, examples,
 tokens, FLOPs, memory and GPU hours: at the rate each checkpoint reached on an NVIDIA H200
-(medexp/models/measured), 300 TFLOP/s for one not measured, or --tflops for all; weights are never read. Models are sized from the published facts shipped
-with medexp (no download, no hub); --from-checkpoint reads each checkpoint's config and processor.
+(medexp/models/measured), 300 TFLOP/s for one not measured, or --tflops for all; weights are
+never read. Models are sized from the published facts shipped with medexp (no download, no hub);
+--from-checkpoint reads each checkpoint's config and processor.
 Example: python -m medexp.plan model=demo_leaky detector=exch split.tasks=4
          python -m medexp.plan experiment=controlled_audit"""
 DEFAULT_TFLOPS = 300.0
@@ -225,9 +226,9 @@ def rates(model_cfg, tflops: float | None) -> tuple[float, float, str]:
 def _rate_sentence(tflops: float | None) -> str:
     if tflops is not None:
         return f"GPU hours at {tflops:g} TFLOP/s achieved per GPU (--tflops) for every model"
-    from medexp.models.throughput import MEASUREMENT
+    from medexp.models.throughput import measured_on
 
-    return (f"GPU hours at the TFLOP/s (whole / shared) each checkpoint reached on the GPU of {MEASUREMENT.name} "
+    return (f"GPU hours at the TFLOP/s (whole / shared) each checkpoint reached on an {measured_on()} "
             f"(medexp/models/measured, perf/gpu_families.py: the cost model's FLOPs over measured seconds), "
             f"{DEFAULT_TFLOPS:g} assumed for a checkpoint not measured; --tflops sets one rate for all")
 

@@ -23,26 +23,32 @@ MEASUREMENT = Path(__file__).resolve().parent / "measured" / "gpu_families_h200_
 
 @dataclass(frozen=True)
 class MeasuredRate:
-    """Achieved TFLOP/s (cost-model FLOPs over seconds) of one checkpoint on one GPU."""
+    """Achieved TFLOP/s (cost-model FLOPs over seconds) of one checkpoint on the measured GPU."""
 
     whole: float
     shared: float | None  # with shared prefixes; None: the family scores examples whole
-    device: str
-    date: str
 
 
 @lru_cache(maxsize=None)
+def _report() -> dict:
+    return json.loads(MEASUREMENT.read_text())
+
+
+def measured_on() -> str:
+    """Where and with what the rates were measured, in words."""
+    report = _report()
+    return f"{report['device']} on {report['date']}, torch {report['torch']}, transformers {report['transformers']}"
+
+
 def _measured() -> dict[str, MeasuredRate]:
     """Family -> its published checkpoint's measured rate."""
-    report = json.loads(MEASUREMENT.read_text())
     rates = {}
-    for model in report["models"]:
+    for model in _report()["models"]:
         if "error" in model:
             continue
         shared = model.get("shared_prefix")
         rates[model["family"]] = MeasuredRate(model["plain"]["achieved_tflops"],
-                                              None if shared is None else shared["achieved_tflops"],
-                                              report["device"], report["date"])
+                                              None if shared is None else shared["achieved_tflops"])
     return rates
 
 
