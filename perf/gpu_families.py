@@ -40,7 +40,7 @@ from pathlib import Path
 
 import torch
 
-from perf.gpu_scoring import matmul_peak, slake_shaped, synchronize
+from perf.gpu_scoring import matmul_peak, slake_shaped, synchronize, timed_scoring
 
 IMAGE_SIDE = 512
 
@@ -144,16 +144,7 @@ def set_flops(cfg, location: Path, examples, images: int) -> tuple[float, float,
 
 
 def timed(scorer, examples, shared: bool, device: str) -> dict:
-    from medexp.models.hf import TokenCounts
-
-    scorer.shared_prefix, scorer.token_counts = shared, TokenCounts()
-    if device.startswith("cuda"):
-        torch.cuda.reset_peak_memory_stats()
-    synchronize(device)
-    started = time.perf_counter()
-    table = scorer.score_examples(examples)
-    synchronize(device)
-    seconds = time.perf_counter() - started
+    seconds, table = timed_scoring(scorer, examples, shared, device)
     if not table["sum_logprob"].notna().all():
         raise RuntimeError("a score came back missing")
     return {"seconds": seconds, "examples_per_s": len(examples) / seconds,

@@ -225,7 +225,9 @@ def matmul_parameters(model) -> int:
     return decoder + model.lm_head.weight.numel()
 
 
-def run(scorer, examples, shared: bool, device: str, params: int, peak: float) -> tuple[dict, object]:
+def timed_scoring(scorer, examples, shared: bool, device: str) -> tuple[float, object]:
+    """(seconds, score table) of one scoring call on the given path, its token counts and the
+    GPU's peak memory counted from zero."""
     from medexp.models.hf import TokenCounts
 
     scorer.shared_prefix, scorer.token_counts = shared, TokenCounts()
@@ -235,7 +237,11 @@ def run(scorer, examples, shared: bool, device: str, params: int, peak: float) -
     started = time.perf_counter()
     table = scorer.score_examples(examples)
     synchronize(device)
-    seconds = time.perf_counter() - started
+    return time.perf_counter() - started, table
+
+
+def run(scorer, examples, shared: bool, device: str, params: int, peak: float) -> tuple[dict, object]:
+    seconds, table = timed_scoring(scorer, examples, shared, device)
     computed, naive = scorer.token_counts.computed, scorer.token_counts.naive
     flops = 2 * params * computed / seconds
     return {
