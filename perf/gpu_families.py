@@ -59,15 +59,16 @@ def builders() -> dict:
     }
 
 
-def model_settings(name: str, location: Path, device: str, dtype: str, shared: bool):
-    """The model's shipped settings (conf/model/<name>.yaml) pointed at ``location``."""
+def model_settings(name: str, location: Path, device: str, dtype: str):
+    """The model's shipped settings (conf/model/<name>.yaml) pointed at ``location`` (shared
+    prefixes on, as shipped: each timed call picks its path)."""
     from omegaconf import OmegaConf
 
     from medexp.config.schemas import ModelConfig
 
     shipped = OmegaConf.load(Path(__file__).resolve().parents[1] / "conf" / "model" / f"{name}.yaml")
     cfg = OmegaConf.merge(OmegaConf.structured(ModelConfig), shipped)
-    cfg.pretrained, cfg.device, cfg.dtype, cfg.shared_prefix = str(location), device, dtype, shared
+    cfg.pretrained, cfg.device, cfg.dtype = str(location), device, dtype
     return cfg
 
 
@@ -156,7 +157,7 @@ def measure(name: str, build, scratch: Path, examples, images: int, args, peak: 
     from medexp.models import scorer_class
 
     tiny_dir = build(scratch / f"{name}_tiny")
-    cfg = model_settings(name, scratch / name, args.device, args.dtype, shared=True)
+    cfg = model_settings(name, scratch / name, args.device, args.dtype)
     family = cfg.family.value
     location = full_size_checkpoint(tiny_dir, family, scratch / name, one_layer=args.check)
     plain_flops, shared_flops, counts = set_flops(cfg, location, examples, images)

@@ -181,9 +181,10 @@ def image_token_count(processor, path: Path) -> int:
 
 
 def preprocessing_seconds(scorer, examples, batch_size: int) -> float:
-    """CPU time of the processor over every example with its image, as the plain path runs it
-    (the shared path runs it about as often: once per example to find the prefixes, once per
-    prefix): on a GPU it can bound both paths' throughput."""
+    """CPU time of the processor over every example with its image: what both paths ran before a
+    scoring call kept each image's processor output (the plain path twice per example with a token
+    budget, the shared path once per example and once per prefix); on a GPU it could bound both
+    paths' throughput."""
     from PIL import Image
 
     started = time.perf_counter()
@@ -251,7 +252,7 @@ def run(scorer, examples, shared: bool, device: str, params: int, peak: float) -
         "tokens_naive": naive,
         "tokens_computed_per_s": computed / seconds,
         "tokens_naive_per_s": naive / seconds,
-        # images through the image processor: every example's on the plain path, each distinct one once shared
+        # images through the image processor: each distinct one once on both paths, its questions being together
         "images_processed": scorer.token_counts.images_processed,
         "achieved_tflops": flops / 1e12,
         "fraction_of_matmul_peak": flops / peak,

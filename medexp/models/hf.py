@@ -333,7 +333,7 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
 
     def _image_key(self, item: PreparedExample) -> str | None:
         """The identity of the example's image during a scoring call: its bytes' SHA-256."""
-        return None if item.example.image is None or self._images is None else self._images.key(item.example.image)
+        return None if item.example.image is None else self._images.key(item.example.image)
 
     def _input_length(self, item: PreparedExample) -> int:
         """Tokens of the example's model input: its prompt as the processor expands it (image
@@ -359,13 +359,12 @@ class HFScorer(ProcessorPrompts, CheckpointScorer):
     def _each_batch(self, items: Iterable[Item], batch_size: int, length: Callable[[Item], int],
                     image_key: Callable[[Item], str | None], run: Callable[[list[Item]], None]) -> None:
         """``run`` on the batches :func:`batches` makes of ``items``, each as soon as it is
-        complete, so ``items`` may be produced as they are needed. During a scoring call,
-        once a batch has run, kept images are released but the one of the item starting the next
-        batch (``image_key``), whose length may already have needed it."""
+        complete, so ``items`` may be produced as they are needed. Once a batch has run, kept
+        images are released but the one of the item starting the next batch (``image_key``), whose
+        length may already have needed it."""
         for batch, following in batches(items, batch_size, self.cfg.token_budget, length, self.cfg.name):
             run(batch)
-            if self._images is not None:
-                self._images.retain(() if following is None else {image_key(following)})
+            self._images.retain(() if following is None else {image_key(following)})
 
     def _batches(self, items: list[Item], batch_size: int, length: Callable[[Item], int]) -> list[list[Item]]:
         """The batches :func:`batches` makes of ``items``, all at once."""

@@ -54,13 +54,11 @@ def _measured() -> dict[str, MeasuredRate]:
 
 def measured_rate(model_cfg) -> MeasuredRate | None:
     """The measured rate of the model's checkpoint, or None where it was not measured (only each
-    family's published checkpoint was)."""
-    from medexp.models.published import PublishedFactsMissing, published_settings
+    family's published checkpoint was, so a measured family has published settings)."""
+    from medexp.models.published import published_settings
 
     family = getattr(model_cfg.family, "value", model_cfg.family)
     rate = _measured().get(family)
-    try:
-        measured_checkpoint = published_settings(family)["checkpoint"]
-    except PublishedFactsMissing:
+    if rate is None or model_cfg.pretrained != published_settings(family)["checkpoint"]:
         return None
-    return rate if rate is not None and model_cfg.pretrained == measured_checkpoint else None
+    return rate
