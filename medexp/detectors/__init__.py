@@ -42,6 +42,7 @@ DETECTORS = {
     "medvigil": "medexp.detectors.medvigil:DECLARATION",
     "perturbation_gap": "medexp.detectors.perturbation_gap:DECLARATION",
     "overlap_gap": "medexp.detectors.overlap_gap:DECLARATION",
+    "overlap_gap_answers": "medexp.detectors.overlap_gap_answers:DECLARATION",
 }
 
 

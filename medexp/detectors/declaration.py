@@ -31,6 +31,7 @@ class Input(str, Enum):
     images = "images"              # the benchmark's images, compared as images
     corpus = "corpus"              # a reference image corpus (detector.corpus), loaded with the cell's inputs
     twin = "twin"                  # the benchmark's perturbed twin (bench.twin), loaded with the cell's inputs
+    flags = "flags"                # a flag per example from its flag source (detector.flags), with the cell's inputs
     references = "references"      # other models scored on the same examples (cohort, reference models)
     nonmembers = "nonmembers"      # another split of the benchmark, as non-members (detector.nonmember_split)
     trained_pairs = "trained_pairs"  # models trained with and without the examples (detector.pairs)

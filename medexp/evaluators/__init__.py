@@ -55,11 +55,14 @@ def check_records(cfg) -> None:
 
 def cell_reads_pixels(cfg) -> bool:
     """Whether a cell reads its benchmark's images: always, unless every model it reads is a record
-    of scores and its detector reads nothing but their per-example scores (then the release's
-    annotations alone are loaded, and the run says so)."""
+    of scores, its detector reads nothing but their per-example scores and its flag source, if it
+    has one, reads no image (then the release's annotations alone are loaded, and the run says so)."""
+    from medexp.evaluators.flag_sources import reads_pixels
     from medexp.models.records import RECORD_READABLE, is_record
 
     schema = OmegaConf.get_type(cfg.detector)
     if getattr(schema, "model_needs", "model") != RECORD_READABLE:
+        return True
+    if cfg.detector.get("flags") is not None and reads_pixels(cfg.detector.flags):
         return True
     return not all(is_record(model_cfg) for model_cfg in cell_model_configs(cfg).values())

@@ -1,6 +1,7 @@
 """The steps every answering detector's evaluator shares (MM-Detect's, MedVIGIL, paired
-perturbation): the model-independent probe seed, the cell model's cached answers, and the gate
-that refuses a verdict on too few answers.
+perturbation, the overlap gap on answers): the model-independent probe seed, the cell model's
+cached answers and another model's to the same probes, and the gate that refuses a verdict on too
+few answers.
 
 Probes are drawn from a seed that depends on the global seed, the benchmark and the detector but
 not on the model: every model of a grid answers the same probes, so their cells compare probe for
@@ -9,9 +10,13 @@ probe.
 
 from __future__ import annotations
 
+import logging
+
 from medexp.detectors.base import DetectorResult
 from medexp.evaluators.context import CellContext
 from medexp.kernel.hashing import derive_seed
+
+log = logging.getLogger("medexp")
 
 
 def probe_seed(ctx: CellContext) -> int:
@@ -26,6 +31,21 @@ def answers(ctx: CellContext, probes, skipped=()):
 
     return model_answers(ctx.cfg.model, ctx.model_key, ctx.scorer, probes, ctx.cfg.detector.answer, ctx.cache_dir,
                          [probe_id for probe_id, _ in skipped])
+
+
+def other_model_answers(ctx: CellContext, model_cfg, probes):
+    """Another model's response table of the same probes (a clean reference, a baseline), asked as
+    the cell's model is asked (``detector.answer``); a white-box model loads only on a cache miss."""
+    import functools
+
+    from medexp.answers.dispatch import model_answers
+    from medexp.models import load_scorer
+    from medexp.models.keys import model_cache_key
+
+    log.info("model %s: answering %d probes (cached after the first time)", model_cfg.name, len(probes))
+    scorer = functools.cache(functools.partial(load_scorer, model_cfg, ctx.cache_dir))
+    return model_answers(model_cfg, model_cache_key(model_cfg, ctx.cache_dir), scorer, probes,
+                         ctx.cfg.detector.answer, ctx.cache_dir)
 
 
 def gated(ctx: CellContext, responses, who: str | None = None) -> tuple[dict[str, float], list[str]]:

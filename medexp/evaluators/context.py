@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 
 from medexp.benchmarks.base import Benchmark, Example
 from medexp.detectors.base import DetectorResult
+from medexp.evaluators.flag_sources import FlagTable
 from medexp.models.keys import model_cache_key
 
 
@@ -29,6 +30,7 @@ class CellContext:
     cohort_additions: list[DictConfig] = field(default_factory=list)
     corpus: Benchmark | None = None  # a reference image corpus (Input.corpus), loaded with the cell's inputs
     twin: Benchmark | None = None  # the bench's perturbed twin (Input.twin), loaded with the cell's inputs
+    flags: FlagTable | None = None  # the flags of the detector's flag source (Input.flags), loaded with the cell's inputs
     # Models on record (source: scores) read so far, by model name: what their files gave and skipped.
     records: dict = field(default_factory=dict)
 

@@ -11,16 +11,22 @@ from medexp.evaluators.context import CellContext
 def image_nn(ctx: CellContext) -> DetectorResult:
     """Image near-neighbour overlap: needs no language model, so the cell's model plays no part."""
     from medexp.evaluators.simulated_power_cache import with_simulated_mde
-    from medexp.kernel.hashing import derive_seed
     from medexp.images.audit import image_nn_audit
 
     detector = ctx.cfg.detector
-    # Seeded by corpus and backbone, not by the cell: all benchmarks share one calibrated tau.
-    seed = derive_seed(ctx.cfg.seed, "image_nn", detector.corpus.name, detector.embedder.name)
-    result = image_nn_audit(ctx.examples, detector, ctx.cache_dir, seed, corpus=ctx.corpus)
+    result = image_nn_audit(ctx.examples, detector, ctx.cache_dir, corpus_seed(ctx.cfg.seed, detector),
+                            corpus=ctx.corpus)
     sizes = {"images": int(result.metrics["n_images"]), "calibration": int(result.metrics["calibration_size"]),
              "tau_alpha": float(detector.tau_alpha)}
     return with_simulated_mde(result, "image_nn", sizes, float(detector.alpha), ctx.cache_dir)
+
+
+def corpus_seed(global_seed: int, detector) -> int:
+    """The seed of an image_nn config's calibration sample: from its corpus and backbone, not from the
+    cell, so all benchmarks share one calibrated tau (and a flag source gets the flags its cell gets)."""
+    from medexp.kernel.hashing import derive_seed
+
+    return derive_seed(global_seed, "image_nn", detector.corpus.name, detector.embedder.name)
 
 
 def image_sizes(cfg, load) -> PowerCount:

@@ -5,14 +5,12 @@ cached), then the pure detector."""
 
 from __future__ import annotations
 
-import functools
 import logging
 
 from medexp.detectors.base import DetectorResult
 from medexp.detectors.declaration import PowerCount
-from medexp.evaluators.answering import answers, gated, with_answer_counts
+from medexp.evaluators.answering import answers, gated, other_model_answers, with_answer_counts
 from medexp.evaluators.context import CellContext
-from medexp.models.keys import model_cache_key
 from medexp.stats.constat import MIN_REFERENCES
 
 log = logging.getLogger("medexp")
@@ -39,7 +37,7 @@ def perturbation_gap(ctx: CellContext) -> DetectorResult:
     for reference in listed_model_configs(detector.reference_models, str(ctx.cfg.model.name),
                                           "detector.reference_models").values():
         name = str(reference.name)
-        references[name] = _reference_answers(ctx, reference, probe_set.probes)
+        references[name] = other_model_answers(ctx, reference, probe_set.probes)
         counts, cautions = gated(ctx, references[name], f"reference model={name}")
         metrics.update({f"reference.{name}.{key}": value for key, value in counts.items()})
         warnings += cautions
@@ -52,17 +50,6 @@ def perturbation_gap(ctx: CellContext) -> DetectorResult:
         probe_set.skipped, pairing.unpaired,
         {original.example_id: twin.example_id for original, twin in pairing.pairs}, references)
     return with_answer_counts(result, (metrics, warnings))
-
-
-def _reference_answers(ctx: CellContext, reference, probes):
-    """A clean reference model's response table of the same probes; it loads only on a cache miss."""
-    from medexp.answers.dispatch import model_answers
-    from medexp.models import load_scorer
-
-    log.info("reference model %s: answering %d probes (cached after the first time)", reference.name, len(probes))
-    scorer = functools.cache(functools.partial(load_scorer, reference, ctx.cache_dir))
-    return model_answers(reference, model_cache_key(reference, ctx.cache_dir), scorer, probes,
-                         ctx.cfg.detector.answer, ctx.cache_dir)
 
 
 def twin_pairs(cfg, load) -> PowerCount:

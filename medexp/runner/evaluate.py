@@ -42,7 +42,7 @@ def evaluate(cfg: DictConfig, seed: int, inputs: CellInputs | None = None) -> tu
     inputs = inputs or load_inputs(cfg, cache_dir)
     benchmark = inputs.benchmark
     ctx = CellContext(cfg, seed, benchmark, list(benchmark.examples), cache_dir, corpus=inputs.corpus,
-                      twin=inputs.twin)
+                      twin=inputs.twin, flags=inputs.flags)
     # The control may read the cell model's scores of the released examples to choose its order.
     ctx.examples = apply_control(cfg.control, ctx.examples, ctx.example_scores)
     run = evaluator_for(cfg.detector)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from medexp.benchmarks.base import Benchmark
+from medexp.evaluators.flag_sources import FlagTable
 
 
 @dataclass(frozen=True)
@@ -18,8 +19,9 @@ class CellInputs:
     benchmark: Benchmark  # the examples the detector sees (the bench, or a negative control's image set)
     corpus: Benchmark | None  # the reference image corpus of a detector that reads one (Input.corpus)
     bench_hash: str  # content hash of the benchmark (ids, text, options, image bytes)
-    inputs_hash: str  # bench_hash, the corpus's and twin's content and the weights of every model the cell reads
+    inputs_hash: str  # bench_hash, the corpus's and twin's content, the flags and the weights of every model the cell reads
     twin: Benchmark | None = None  # the benchmark's perturbed twin, for a detector that reads one (Input.twin)
+    flags: FlagTable | None = None  # the flags of the detector's flag source, for a detector that reads them (Input.flags)
 
 
 def load_inputs(cfg, cache_dir: str | Path) -> CellInputs:
@@ -52,8 +54,14 @@ def load_inputs(cfg, cache_dir: str | Path) -> CellInputs:
 
         twin = load_twin(cfg.bench, cache_dir)
         parts["twin"] = content_hash(twin.examples, cache_dir)
+    flags = None
+    if Input.flags in reads:  # read or computed now: changed flags are another computation, never a reuse
+        from medexp.evaluators.flag_sources import load_flags
+
+        flags = load_flags(cfg, benchmark, cache_dir)
+        parts["flags"] = flags.content_hash
     parts["weights"] = model_weights(cfg, cache_dir)
-    return CellInputs(benchmark, corpus, bench_hash, stable_hash(parts, length=32), twin)
+    return CellInputs(benchmark, corpus, bench_hash, stable_hash(parts, length=32), twin, flags)
 
 
 def model_weights(cfg, cache_dir: str | Path) -> dict[str, str | None]:

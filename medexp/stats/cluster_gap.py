@@ -43,6 +43,9 @@ class ClusterGap:
     n_flagged_images: int
     mean_flagged: float
     mean_unflagged: float
+    # the pooled standard deviation of the image means within the flagged and unflagged groups (NaN
+    # when a group has one image): the unit of Cohen's d of the image means, in which an MDE is stated
+    image_sd: float
 
 
 def image_flags(flags: np.ndarray, clusters: np.ndarray, labels: Sequence[Hashable] | None = None) -> np.ndarray:
@@ -132,7 +135,16 @@ def cluster_gap(scores, flags, images: Optional[Sequence[Optional[Hashable]]], n
     flagged_total = totals.sum(axis=0)
     return ClusterGap(interval.estimate, interval.low, interval.high, (1 + exceed) / (1 + n_permutations), exceed,
                       n_permutations, int(scores.size), int(flags.sum()), n_images, int(image_flag.sum()),
-                      float(flagged_total[0] / flagged_total[1]), float(flagged_total[2] / flagged_total[3]))
+                      float(flagged_total[0] / flagged_total[1]), float(flagged_total[2] / flagged_total[3]),
+                      _pooled_sd(sums[0] / (totals[:, 1] + totals[:, 3]), image_flag))
+
+
+def _pooled_sd(image_means: np.ndarray, image_flag: np.ndarray) -> float:
+    groups = [image_means[image_flag], image_means[~image_flag]]
+    if min(group.size for group in groups) < 2:
+        return float("nan")
+    squares = sum(float(((group - group.mean()) ** 2).sum()) for group in groups)
+    return float(np.sqrt(squares / (image_means.size - 2)))
 
 
 @dataclass(frozen=True)

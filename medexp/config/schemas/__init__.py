@@ -82,7 +82,9 @@ from medexp.config.schemas.mmdetect import (  # noqa: F401
     SlotGuessConfig,
     TextOnlyConfig,
 )
-from medexp.config.schemas.overlap import OverlapGapConfig  # noqa: F401
+from medexp.config.schemas.overlap import (  # noqa: F401
+    FlagSourceConfig, FlagSourceKind, OverlapGapAnswersConfig, OverlapGapConfig,
+)
 from medexp.config.schemas.perturbation import PerturbationGapConfig  # noqa: F401
 from medexp.config.schemas.twin import PairBy, TwinConfig  # noqa: F401
 from medexp.config.schemas.model import (  # noqa: F401
@@ -146,6 +148,7 @@ DETECTOR_SCHEMAS = {
     "medvigil": MedvigilConfig,
     "perturbation_gap": PerturbationGapConfig,
     "overlap_gap": OverlapGapConfig,
+    "overlap_gap_answers": OverlapGapAnswersConfig,
 }
 EMBEDDER_SCHEMAS = {"open_clip": OpenClipEmbedderConfig, "phash": PHashEmbedderConfig}
 TRANSLATOR_SCHEMAS = {"marian": MarianTranslatorConfig, "demo": DemoTranslatorConfig}

@@ -1,32 +1,110 @@
-"""Schema of the overlap-gap detector (conf/detector/overlap_gap.yaml): does a model score higher
-on the examples whose image an overlap test flagged than on the rest?"""
+"""Schemas of the overlap-gap detectors (conf/detector/overlap_gap.yaml, overlap_gap_answers.yaml):
+does a model score higher, or answer better, on the examples whose image an overlap test flagged
+than on the rest? And of the flag source both read (conf/flags/), declared once."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from typing import ClassVar, List, Optional
+from enum import Enum
+from typing import Any, ClassVar, List, Optional
 
-from medexp.config.ranges import at_least, probability
-from medexp.config.schemas.detector import FREE_TEXT_FIELDS, DetectorBase
+from omegaconf import MISSING
+
+from medexp.config.ranges import at_least, positive, probability
+from medexp.config.schemas.answers import AnswerConfig
+from medexp.config.schemas.detector import FREE_TEXT_FIELDS, QUESTION_FIELDS, DetectorBase
+
+
+class FlagSourceKind(str, Enum):
+    column = "column"  # a flag column of a record of scores (the controlled audit's `flagged`)
+    split_overlap = "split_overlap"  # the release's own splits naming the same image file: no pixel read
+    image_nn = "image_nn"  # image_nn's flags (exact copies and near-duplicates) against a corpus
+
+
+# The fields each kind reads; the others stay unset (a field set for another kind is a mistake).
+_KIND_FIELDS = {FlagSourceKind.column: ("column",), FlagSourceKind.split_overlap: ("splits",),
+                FlagSourceKind.image_nn: ("image_nn",)}
+_SUFFIX = re.compile(r"(-[A-Za-z0-9_.\-]+)?")
 
 
 @dataclass
-class OverlapGapConfig(DetectorBase):
-    """Gap in mean score between flagged and unflagged examples, images resampled and permuted."""
+class FlagSourceConfig:
+    """Where an overlap gap's flags come from (conf/flags/*.yaml, the detector's ``flags:``)."""
 
-    example_fields: ClassVar[tuple[str, ...]] = FREE_TEXT_FIELDS
-    model_needs: ClassVar[str] = "scores"
-    # The column of the cell model's score table holding each example's flag: a field of a record
-    # of scores (the audit's `flagged`, its image detector's verdict), true or false.
-    flag: str = "flagged"
-    score: str = "mean_logprob"  # the score compared (a record holds one of mean_logprob, sum_logprob)
-    # The example meta field naming its image (SLAKE: img_name); questions on one image are one
-    # cluster. An example without it falls back to its image path, else is a cluster of its own.
+    name: str = MISSING  # in messages and logs
+    # What the cell key's detector name carries after the detector's own (overlap_gap-split_train):
+    # "" for a record's own flag column (the historical key), "-<name>" for the others, so one model
+    # gets one cell per flag source. Letters, digits, _ . - only (no = or , of a cell key).
+    key_suffix: str = ""
+    kind: FlagSourceKind = MISSING
+    # column: the record's field holding each example's flag (true/false, 1/0), and the record
+    # (a conf/model name of a record of scores) that holds it; null: the cell's own model.
+    column: Optional[str] = None
+    model: Optional[str] = None
+    # split_overlap: the other splits of the cell's benchmark whose image names flag its examples
+    # (an example is flagged when its image, named by the detector's image_field, is also one of theirs).
+    splits: Optional[List[str]] = None
+    # image_nn: an image_nn detector config (conf/detector/image_nn.yaml: embedder, corpus, tau_alpha,
+    # ...); its schema comes from its own defaults list. The flags are the ones an image_nn cell
+    # with this config gives (same code, cache and seed).
+    image_nn: Optional[Any] = None
+
+    @staticmethod
+    def check_values(node, path: str) -> str | None:
+        kind = FlagSourceKind(node.kind)
+        if not _SUFFIX.fullmatch(str(node.key_suffix)):
+            return (f"{path}.key_suffix={node.key_suffix!r}: empty or '-' then letters, digits, _ . - (it joins the "
+                    "cell key's detector name)")
+        wanted = _KIND_FIELDS[kind]
+        missing = [name for name in wanted if node.get(name) in (None, [])]
+        if missing:
+            return f"{path}: flag source {node.name} (kind {kind.value}) needs {path}.{missing[0]}"
+        stray = [name for other, names in _KIND_FIELDS.items() if other is not kind for name in names
+                 if node.get(name) not in (None, [])]
+        if stray:
+            return (f"{path}.{stray[0]} is read by another kind of flag source; flag source {node.name} is of kind "
+                    f"{kind.value}, which reads {', '.join(f'{path}.{name}' for name in wanted)}")
+        if kind is not FlagSourceKind.column and node.get("model") is not None:
+            return f"{path}.model names the record holding a flag column: only kind column reads it"
+        if kind is FlagSourceKind.split_overlap and len(set(node.splits)) != len(node.splits):
+            return f"{path}.splits repeats a split: {list(node.splits)}"
+        return None
+
+
+@dataclass
+class OverlapGapBase(DetectorBase):
+    """The gap between flagged and unflagged examples, images resampled and permuted."""
+
+    flags: FlagSourceConfig = MISSING  # the flag source (conf/flags/)
+    # The example meta field naming its image (SLAKE: img_name, VQA-RAD: image_name); questions on
+    # one image are one cluster, and split_overlap matches splits by it. An example without it falls
+    # back to its image path, else is a cluster of its own.
     image_field: str = "img_name"
     strata: List[str] = field(default_factory=lambda: ["answer_type"])  # meta fields: the gap per value as well
-    # A model config (conf/model) scored on the same examples with the same flags, contamination-free
+    # A model config (conf/model) on the same examples with the same flags, contamination-free
     # (BLIP-2 predates the overlap source): the target's gap minus its gap is reported too.
     baseline: Optional[str] = None
     n_permutations: int = at_least(10000, 1)  # image-flag permutations of the p-values
     n_resamples: int = at_least(2000, 10)  # image bootstrap resamples of the intervals
     confidence: float = probability(0.95)
+    # The smallest gap worth finding, as Cohen's d of the image means (0.8: "large"): a cell whose
+    # MDE exceeds it is underpowered (metric underpowered, and a warning when its gap is not significant).
+    sizeable_effect: float = positive(0.8)
+
+
+@dataclass
+class OverlapGapConfig(OverlapGapBase):
+    """Gap in mean teacher-forced score (a record of scores serves)."""
+
+    example_fields: ClassVar[tuple[str, ...]] = FREE_TEXT_FIELDS
+    model_needs: ClassVar[str] = "scores"
+    score: str = "mean_logprob"  # the score compared (a record holds one of mean_logprob, sum_logprob)
+
+
+@dataclass
+class OverlapGapAnswersConfig(OverlapGapBase):
+    """Gap in accuracy: the model answers every example as released (white box, server, imported file)."""
+
+    example_fields: ClassVar[tuple[str, ...]] = QUESTION_FIELDS
+    answer: AnswerConfig = field(default_factory=AnswerConfig)
