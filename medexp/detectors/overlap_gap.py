@@ -35,7 +35,7 @@ from medexp.stats.detector_power import MDE_POWER, TWO_SAMPLE_T, PowerFormula, d
 
 ALL = "all"
 GAP_POWER = PowerFormula(TWO_SAMPLE_T, "one", "images (flagged and unflagged)",
-                         "Cohen's d of the images' means, flagged against unflagged",
+                         "Cohen's d of the images' mean scores (accuracies, on answers), flagged against unflagged",
                          "one-sided image-permutation test of the flagged-minus-unflagged gap (the t-test of image "
                          "means approximates it)")
 

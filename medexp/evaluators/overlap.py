@@ -108,10 +108,12 @@ def flagged_images(cfg, load) -> PowerCount:
     images = list(flags["image"])
     image_flag = image_flags(flags["flagged"].to_numpy(dtype=bool), cluster_index(images, len(images)), images)
     flagged = int(image_flag.sum())
+    from medexp.config.schemas import FlagSourceKind
+
     source = f"flag source {cfg.detector.flags.name}"
     if flagged == 0 or flagged == image_flag.size:
         raise ValueError(f"detector={cfg.detector.name} needs flagged and unflagged images; {source} flags {flagged} "
                          f"of {image_flag.size} images")
     return PowerCount(n=int(image_flag.size), first=flagged, lines=(
         f"images: {flagged} flagged, {image_flag.size - flagged} unflagged ({source}, kind "
-        f"{cfg.detector.flags.kind}; an image's questions carry its flag)",))
+        f"{FlagSourceKind(cfg.detector.flags.kind).value}; an image's questions carry its flag)",))

@@ -60,7 +60,7 @@ def build_report(cfg, claims: Sequence[Claim]) -> ReportOutcome:
     runs = tracker.search_cells()
     if not runs:
         log.warning("experiment %r of %s holds no cell runs (check tracking.experiment and tracking.uri); "
-                    "every claim will have no evidence", cfg.tracking.experiment, tracker.uri)
+                    "every claim will be not run", cfg.tracking.experiment, tracker.uri)
     tables = read_artefact_tables(tracker, CellIndex.from_runs(runs).finished)
     index = CellIndex.from_runs(runs, derived_values(tables))
     log.info("report: %d cells with a finished run, %d without, in experiment %r of %s",

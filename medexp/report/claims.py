@@ -25,6 +25,7 @@ PATTERN_CHARACTERS = frozenset("*?[")  # a selected name holding one of them is 
 NO_EVIDENCE = "no evidence"  # the status of a claim whose evidence is incomplete (reserved word)
 UNDERPOWERED = "underpowered"  # the status of a claim a selected cell could not have shown (reserved word)
 CONFOUNDED = "confounded"  # the status of a claim resting on a cell whose inputs alone separate its groups (reserved)
+NOT_RUN = "not run"  # the status of a claim none of whose selected cells has a tracked run (reserved word)
 GROUP = "claims"
 
 
@@ -96,7 +97,8 @@ class Claim:
 
     def describe(self) -> str:
         rule = (f"'{self.holds}' when every evidence item holds, '{self.fails}' when one does not, "
-                f"'{NO_EVIDENCE}' when a selected cell has no finished run or lacks a value the rule reads")
+                f"'{NO_EVIDENCE}' when a selected cell has no finished run or lacks a value the rule reads, "
+                f"'{NOT_RUN}' when no selected cell has any run")
         if self.effect is None:
             return rule
         return (f"{rule}, '{UNDERPOWERED}' when the outcome turns on selected cells that are not significant "
@@ -121,7 +123,7 @@ def claim_from_config(node, file_id: str) -> Claim:
         word = statuses.get(key)
         if not _given(word):
             raise ClaimError(f"{where}: statuses.{key} must be a status word (e.g. survives, collapses)")
-        if str(word).strip() in (NO_EVIDENCE, UNDERPOWERED, CONFOUNDED):
+        if str(word).strip() in (NO_EVIDENCE, UNDERPOWERED, CONFOUNDED, NOT_RUN):
             raise ClaimError(f"{where}: statuses.{key} may not be {str(word).strip()!r}, which the report reserves")
     if not data["evidence"]:
         raise ClaimError(f"{where}: 'evidence' lists no items")

@@ -28,7 +28,7 @@ class Strong:
 @dataclass(frozen=True)
 class Status:
     word: str
-    outcome: str  # holds, fails, no evidence, underpowered or confounded: the HTML colour
+    outcome: str  # holds, fails, no evidence, underpowered, confounded or not run: the HTML colour
 
 
 @dataclass(frozen=True)
@@ -171,6 +171,7 @@ code {{ background: #f5f5f5; padding: 0 0.2rem; }}
 .status.no-evidence {{ color: #8a6d00; }}
 .status.underpowered {{ color: #8a6d00; }}
 .status.confounded {{ color: #8a6d00; }}
+.status.not-run {{ color: #6b6b6b; }}
 figure img {{ max-width: 100%; }}
 figcaption {{ font-style: italic; font-size: 0.9rem; }}
 </style>

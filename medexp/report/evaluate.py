@@ -8,7 +8,9 @@ of them). The item has no evidence when a group has no finished run, when a sele
 a value the condition reads (or holds NaN), or when the item states ``expect`` and the number of
 finished cells it selects differs (the runs of those cells that did not finish are named). A
 claim takes its ``holds`` word when every item holds, its ``fails`` word when all items have
-evidence and one fails, and "no evidence" when any item lacks evidence.
+evidence and one fails, and "no evidence" when any item lacks evidence. A claim none of whose
+selected cells has a tracked run at all (finished or not) is "not run": nothing was tried, which
+is not the same as cells that ran and left the rule without evidence.
 
 A claim that names an ``effect`` adds "underpowered": a selected cell that is not significant
 (``flag`` 0) and whose ``mde`` (its minimum detectable effect at power 0.8) exceeds the effect
@@ -33,7 +35,7 @@ from enum import Enum
 from typing import Sequence
 
 from medexp.report.cells import CellIndex, CellRun
-from medexp.report.claims import ANY, AXES, CONFOUNDED, NO_EVIDENCE, UNDERPOWERED, Claim, Evidence
+from medexp.report.claims import ANY, AXES, CONFOUNDED, NO_EVIDENCE, NOT_RUN, UNDERPOWERED, Claim, Evidence
 from medexp.report.conditions import percentile_key, percentile_ranks
 from medexp.kernel.cell import Cell
 
@@ -44,6 +46,7 @@ class Outcome(str, Enum):
     no_evidence = NO_EVIDENCE
     underpowered = UNDERPOWERED
     confounded = CONFOUNDED
+    not_run = NOT_RUN
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,7 @@ class EvidenceResult:
     checks: tuple[CellCheck, ...]
     missing: tuple[MissingCell, ...]
     outcome: Outcome
+    ran: bool  # whether any cell it selects has a tracked run (finished or not)
 
     @property
     def met(self) -> int:
@@ -107,7 +111,8 @@ class ClaimResult:
         if self.outcome is Outcome.confounded:
             confounded = [item.most_confounded for item in self.items if item.outcome is Outcome.confounded]
             return max(confounded, key=lambda check: check.cell.values.get("shift_auc", -math.inf)).confounded
-        return {Outcome.holds: self.claim.holds, Outcome.fails: self.claim.fails}.get(self.outcome, NO_EVIDENCE)
+        words = {Outcome.holds: self.claim.holds, Outcome.fails: self.claim.fails, Outcome.not_run: NOT_RUN}
+        return words.get(self.outcome, NO_EVIDENCE)
 
 
 def evaluate_claims(claims: Sequence[Claim], index: CellIndex) -> list[ClaimResult]:
@@ -116,6 +121,8 @@ def evaluate_claims(claims: Sequence[Claim], index: CellIndex) -> list[ClaimResu
 
 def evaluate_claim(claim: Claim, index: CellIndex) -> ClaimResult:
     items = tuple(evaluate_evidence(evidence, index, claim.effect) for evidence in claim.evidence)
+    if not any(item.ran for item in items):
+        return ClaimResult(claim, items, Outcome.not_run)
     outcomes = {item.outcome for item in items}
     # a decided failure outweighs an underpowered item: the claim cannot hold whatever more power shows
     for outcome in (Outcome.no_evidence, Outcome.fails, Outcome.underpowered, Outcome.confounded):
@@ -146,12 +153,15 @@ def evaluate_evidence(evidence: Evidence, index: CellIndex, effect: float | None
     condition = evidence.condition
     seen: set[str] = set()  # overlapping patterns select a cell once
     usable: list[tuple[CellRun, dict[str, float]]] = []
+    ran = False
     for names in evidence.selection.combinations():
         cells = index.select(names)
         if not cells:
             attempts = tuple(index.unfinished_matching(names))
+            ran = ran or bool(attempts)
             missing.append(MissingCell(_pattern(names), _no_run_reason(attempts), attempts))
             continue
+        ran = True
         for cell in cells:
             if cell.key in seen:
                 continue
@@ -191,7 +201,7 @@ def evaluate_evidence(evidence: Evidence, index: CellIndex, effect: float | None
             outcome = Outcome.holds if verdicts.pop() else Outcome.fails
         if outcome is Outcome.holds and any(check.confounded for check in checks):
             outcome = Outcome.confounded
-    return EvidenceResult(evidence, tuple(checks), tuple(missing), outcome)
+    return EvidenceResult(evidence, tuple(checks), tuple(missing), outcome, ran)
 
 
 def _unexpected_count(evidence: Evidence, index: CellIndex, found: int, named: set[str]) -> MissingCell:

@@ -11,11 +11,13 @@ from medexp.report.artefacts import ALPHA_SWEEP_VALUES
 from medexp.report.cells import CellIndex
 from medexp.report.document import Block, Bullets, Code, Heading, Image, Link, Paragraph, Status, Strong, Table
 from medexp.report.dose_response import dose_curves, dose_labels
+from medexp.report.claims import NOT_RUN, UNDERPOWERED
 from medexp.report.evaluate import ClaimResult, EvidenceResult, Outcome, status_counts
 from medexp.report.figures import ReportFigure
 from medexp.report.replicates import CONFIDENCE, UNIT, Rate, ReplicateRow, seed_ranges
 
 TITLE = "Claims-to-evidence map"
+GAP_VALUES = ("mean_flagged", "mean_unflagged")  # the metrics of an overlap-gap cell the report tabulates
 GLOSSARY = {
     "p_bonferroni": "Bonferroni-adjusted p-value, min(1, m p), over the cell's family (tag medexp.family: all "
                     "finished cells with a p-value sharing detector family and control)",
@@ -38,23 +40,29 @@ class ReportContext:
 def report_blocks(results: Sequence[ClaimResult], index: CellIndex, figures: Sequence[ReportFigure],
                   context: ReportContext, figure_paths: dict[str, str], table_files: Sequence[str],
                   replicates: Sequence[ReplicateRow] = (), replicate_file: str = "") -> list[Block]:
-    """The whole report: summary table, one section per claim, replicates, figures, cells, glossary."""
+    """The whole report: summary table, the claims not run, one section per claim that ran, the
+    overlap gaps, replicates, figures, cells, glossary."""
     counts = status_counts(results)
+    ran = [result for result in results if result.outcome is not Outcome.not_run]
     blocks: list[Block] = [
         Heading(1, TITLE),
         Paragraph(["Experiment ", Code(context.experiment), " in ", Code(context.tracking_uri),
                    (f": {len(index.finished)} cells with a finished run, {len(index.unfinished)} without; "
                     f"read {context.created}. Report run "), Code(context.report_run_id), "."]),
         Paragraph(["Statuses: ", *_joined([f"{word} {count}" for word, count in counts.items()])]),
-        Table(["claim", "status", "source", "sentence"], [
+    ]
+    if ran:
+        blocks.append(Table(["claim", "status", "source", "sentence"], [
             [[Link(result.claim.id, f"#{result.claim.id}")], [Status(result.status, result.outcome.value)],
              [result.claim.source], [result.claim.sentence]]
-            for result in results
-        ]),
-        Heading(2, "Claims"),
-    ]
-    for result in results:
+            for result in ran
+        ]))
+    blocks += _not_run_blocks([result for result in results if result.outcome is Outcome.not_run])
+    if ran:
+        blocks.append(Heading(2, "Claims"))
+    for result in ran:
         blocks += _claim_blocks(result)
+    blocks += _gap_blocks(index)
     blocks += _replicate_blocks(replicates, replicate_file)
     blocks += _dose_response_blocks(index, replicates)
     if figures:
@@ -82,6 +90,73 @@ def _claim_blocks(result: ClaimResult) -> list[Block]:
     for item in result.items:
         blocks += _evidence_blocks(item)
     return blocks
+
+
+def _not_run_blocks(results: Sequence[ClaimResult]) -> list[Block]:
+    """The claims none of whose cells has a run: listed apart, one line each, with the cells they select."""
+    if not results:
+        return []
+    return [
+        Heading(2, "Not run"),
+        Paragraph([("Claims none of whose selected cells has a tracked run, finished or not: nothing was tried, "
+                    "so they are neither evidence nor its absence (a claim whose cells ran without the values "
+                    "its rule reads is \"no evidence\" above). Run the cells they select, then the report again.")]),
+        Bullets([[Strong(result.claim.id), f" ({NOT_RUN}): {result.claim.sentence} Cells: ",
+                  *_joined([Code(item.evidence.selection.describe()) for item in result.items]), "."]
+                 for result in results]),
+    ]
+
+
+def _gap_blocks(index: CellIndex) -> list[Block]:
+    """Per finished gap cell (its metrics hold the flagged and unflagged means): the mean score or
+    accuracy on the flagged and the unflagged items with their counts, the gap, the baseline's
+    difference and what the cell could detect."""
+    cells = [cell for cell in index.finished if all(name in cell.values for name in GAP_VALUES)]
+    if not cells:
+        return []
+    rows = []
+    for cell in cells:
+        values = cell.values
+        rows.append([
+            [Code(cell.model)], [cell.bench], [Code(cell.detector)], [cell.control],
+            [cell.params.get("detector.score", "accuracy")],
+            [_subset(values["mean_flagged"], values["n_flagged"], values["n_flagged_images"])],
+            [_subset(values["mean_unflagged"], values["n_examples"] - values["n_flagged"],
+                     values["n_images"] - values["n_flagged_images"])],
+            [_interval(values, "gap")], [_number(values.get("p_value", math.nan))],
+            [_interval(values, "gap_minus_baseline") + (
+                f", p {_number(values['gap_minus_baseline_p_value'])}" if "gap_minus_baseline_p_value" in values
+                else "")],
+            [_power(values)],
+        ])
+    return [
+        Heading(2, "Flagged and unflagged items"),
+        Paragraph([("Each overlap-gap cell: the mean (score, or accuracy for a model that answers) on the items "
+                    "whose image its flag source flagged and on the others, with their counts; the gap with its "
+                    "interval over resampled images and its image-permutation p-value; the gap minus the baseline "
+                    "model's; and the MDE (Cohen's d of the image means at power 0.8, and about that much in the "
+                    "compared unit): an underpowered cell could not have seen a sizeable gap, so no gap there "
+                    "is not evidence of none.")]),
+        Table(["model", "bench", "detector", "control", "measure", "flagged: mean (questions, images)",
+               "unflagged: mean (questions, images)", "gap [CI]", "p", "gap minus baseline's [CI]", "MDE"], rows),
+    ]
+
+
+def _subset(mean: float, questions: float, images: float) -> str:
+    return f"{_number(mean)} ({questions:.0f}, {images:.0f})"
+
+
+def _interval(values, name: str) -> str:
+    if name not in values:
+        return ""
+    return (f"{_number(values[name])} [{_number(values.get(f'{name}_ci_low', math.nan))}, "
+            f"{_number(values.get(f'{name}_ci_high', math.nan))}]")
+
+
+def _power(values) -> str:
+    mde = values.get("mde", math.nan)
+    text = f"d {mde:.2f} (~{_number(values.get('mde_gap', math.nan), 3)})" if math.isfinite(mde) else "none"
+    return f"{text}; {UNDERPOWERED}" if values.get("underpowered") == 1 else text
 
 
 def _evidence_blocks(item: EvidenceResult) -> list[Block]:

@@ -88,9 +88,29 @@ def test_overlap_gap_counts_flagged_and_unflagged_images_of_a_record():
                                           "detector=overlap_gap", "model=qwen2_5_vl_record", "effect=1.0"])
     lines = answer(compose(overrides), options)
     assert "n: 96 images (flagged and unflagged)" in lines
-    assert f"MDE: {pw.two_sample_t_mde(19, 77, 0.01):.4g} Cohen's d of the images' mean scores, flagged against unflagged" in lines
+    assert (f"MDE: {pw.two_sample_t_mde(19, 77, 0.01):.4g} Cohen's d of the images' mean scores (accuracies, on "
+            "answers), flagged against unflagged") in lines
     needed = pw.two_sample_t_n(1.0, 0.01, 0.8, "one", first_share=19 / 96)
     assert any(line.startswith(f"effect 1 needs n = {needed} images") for line in lines)
+
+
+def test_overlap_gap_counts_the_images_slakes_own_split_overlap_flags():
+    """SLAKE's test images whose img_name is also a train image (the copied annotations, counted by hand)."""
+    import json
+
+    from tests.conftest import REPO as root
+
+    slake = root / "medexp/data/realdata/slake"
+    train = {row["img_name"] for row in json.loads((slake / "train.json").read_text())}
+    test = {row["img_name"] for row in json.loads((slake / "test.json").read_text()) if row["q_lang"] == "en"}
+    flagged = len(test & train)
+    overrides, options = split_arguments(["bench=slake", f"bench.root={slake}", "detector=overlap_gap",
+                                          "flags@detector.flags=split_overlap", "model=qwen2_5_vl_record"])
+    lines = answer(compose(overrides), options)
+    assert (flagged, len(test)) == (72, 96)
+    assert f"images: {flagged} flagged, {len(test) - flagged} unflagged (flag source split_train, kind split_overlap; " \
+           "an image's questions carry its flag)" in lines
+    assert any(line.startswith(f"MDE: {pw.two_sample_t_mde(flagged, len(test) - flagged, 0.01):.4g} ") for line in lines)
 
 
 def test_text_only_tests_against_the_options_chance_rate():

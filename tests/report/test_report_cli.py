@@ -95,10 +95,12 @@ def test_the_report_cli_writes_the_map_figures_and_a_report_run(store, tracking_
     # the user's claim: Bonferroni over the two release cells, 0.002 x 2 = 0.004 < 0.05
     assert "user\\_leak\\_claim: confirmed" in markdown
     assert f"`{runs['demo_leaky']}`" in markdown and "| 0.004 |" in markdown
-    # the demo claims rest on replicates, which this store lacks: each names what is missing
-    assert "demo\\_image\\_overlap: no evidence" in markdown
-    assert ("`model=any, bench=demo, detector=image_nn-phash-demo_s*, control=none`: "
-            "0 of the 10 expected cells have a finished run") in markdown
+    # the image claim rests on replicates none of which ran here: "not run", listed apart with the
+    # cells it selects, never "no evidence" (which says cells ran without giving the rule its values)
+    not_run = markdown[markdown.index("## Not run"):markdown.index("## Claims")]
+    assert "**demo\\_image\\_overlap** (not run)" in not_run
+    assert "`model=any, bench=demo, detector=image_nn-phash-demo_s*, control=none`" in not_run
+    assert "demo\\_image\\_overlap: no evidence" not in markdown and "demo\\_image\\_overlap: not run" not in markdown
     # a claim whose cells were never run names them; a failed run's error is shown
     assert "demo\\_exch\\_detects\\_leak: no evidence" in markdown
     assert "`model=demo_clean_s*,bench=demo,detector=exch,control=none`: no FINISHED run (latest: FAILED)" in markdown
@@ -126,8 +128,9 @@ def test_the_report_cli_writes_the_map_figures_and_a_report_run(store, tracking_
     counts = report_run.metrics
     n_claims = len(list((REPO / "conf" / "claims").glob("*.yaml"))) + 1
     assert counts["n_claims"] == n_claims
-    assert counts["claims_confirmed"] >= 1 and counts["claims_no_evidence"] >= 1
-    assert counts["outcome_holds"] + counts["outcome_fails"] + counts["outcome_no_evidence"] == n_claims
+    assert counts["claims_confirmed"] >= 1 and counts["claims_no_evidence"] >= 1 and counts["claims_not_run"] >= 1
+    assert (counts["outcome_holds"] + counts["outcome_fails"] + counts["outcome_no_evidence"]
+            + counts["outcome_not_run"]) == n_claims
     assert "statuses: " in result.stdout and "no evidence" in result.stdout
 
 

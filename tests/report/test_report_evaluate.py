@@ -283,3 +283,28 @@ def test_cells_without_a_shift_control_are_never_confounded():
     index = CellIndex.from_runs([_answering("leaky", 0.001, 0.12)])
     result = evaluate_claim(claim(evidence("leaky", "p_value < 0.01", model="leaky", detector="option_order")), index)
     assert result.outcome is Outcome.holds and result.items[0].checks[0].confounded is None
+
+
+def test_a_claim_none_of_whose_cells_ran_is_not_run_and_one_whose_cells_ran_without_evidence_is_not():
+    index = CellIndex.from_runs([
+        tracked("a", "b", "exch_rank", "none", {"p_value": 0.5}),
+        tracked("e", "b", "exch_rank", "none", {}, status="FAILED", error="ValueError: boom"),
+    ])
+    never = evaluate_claim(claim(
+        evidence("x", "p_value < 0.01", model="z", bench="b", detector="exch_rank", control="none"),
+        evidence("y", "p_value > 0.1", model="z_s*", bench="*", detector="exch", control="none")), index)
+    assert never.outcome is Outcome.not_run and never.status == "not run"
+    assert [missing.reason for item in never.items for missing in item.missing] == ["no tracked run"] * 2
+    # a failed run is a cell that ran: its claim has no evidence, naming the error
+    failed = evaluate_claim(claim(evidence("x", "p_value < 0.01", model="e", bench="b", detector="exch_rank",
+                                           control="none")), index)
+    assert failed.outcome is Outcome.no_evidence and failed.items[0].missing[0].attempts[0].error == "ValueError: boom"
+    # one item ran, the other did not: no evidence, not "not run"
+    partly = evaluate_claim(claim(
+        evidence("x", "p_value > 0.1", model="a", bench="b", detector="exch_rank", control="none"),
+        evidence("y", "p_value > 0.1", model="z", bench="b", detector="exch_rank", control="none")), index)
+    assert partly.outcome is Outcome.no_evidence
+    # a finished cell without the value the rule reads ran too
+    unread = evaluate_claim(claim(evidence("x", "gap > 0", model="a", bench="b", detector="exch_rank",
+                                           control="none")), index)
+    assert unread.outcome is Outcome.no_evidence

@@ -83,3 +83,38 @@ def test_a_confounded_claim_names_its_shift_auc_in_every_format(tmp_path):
     assert f"evidence detected: {status}" in markdown and f"| yes; {status} |" in markdown
     assert "failed its distribution-shift control" in markdown
     assert '<strong class="status confounded">' in to_html(blocks, "t", tmp_path)
+
+
+def test_claims_not_run_are_listed_apart_and_gap_cells_show_their_flagged_and_unflagged_subsets(tmp_path):
+    gap = {"p_value": 0.0169, "flag": 0.0, "mean_flagged": -6.5313, "mean_unflagged": -6.8001, "n_examples": 1061.0,
+           "n_flagged": 247.0, "n_images": 96.0, "n_flagged_images": 19.0, "gap": 0.2688, "gap_ci_low": 0.0417,
+           "gap_ci_high": 0.498, "gap_minus_baseline": 0.2407, "gap_minus_baseline_ci_low": 0.0024,
+           "gap_minus_baseline_ci_high": 0.4899, "gap_minus_baseline_p_value": 0.0721, "mde": 0.8234,
+           "mde_gap": 0.4085, "underpowered": 1.0}
+    answers = {"p_value": 0.001, "flag": 1.0, "mean_flagged": 0.9, "mean_unflagged": 0.25, "n_examples": 40.0,
+               "n_flagged": 10.0, "n_images": 40.0, "n_flagged_images": 10.0, "gap": 0.65, "gap_ci_low": 0.4,
+               "gap_ci_high": 0.85, "mde": 1.26, "mde_gap": 0.55, "underpowered": 1.0}
+    index = CellIndex.from_runs([
+        tracked("qwen", "slake", "overlap_gap", "none", gap, params={"detector.score": "mean_logprob"}),
+        tracked("served", "demo", "overlap_gap_answers", "none", answers),
+    ])
+
+    def one(claim_id, model, bench, detector):
+        item = Evidence("e", Selection((model,), (bench,), (detector,), ("none",)), Condition.parse("p_value >= 0"),
+                        Quantifier.parse("all"))
+        return evaluate_claim(Claim(claim_id, f"Claim {claim_id}.", "", (item,), "holds", "fails"), index)
+
+    results = [one("ran", "qwen", "slake", "overlap_gap"), one("never", "blip2", "slake", "overlap_gap")]
+    context = ReportContext("medexp", "sqlite:///x", "r1", "now")
+    markdown = to_markdown(report_blocks(results, index, [], context, {}, ["cells.csv"]))
+    assert "Statuses: holds 1, not run 1" in markdown
+    not_run = markdown[markdown.index("## Not run"):markdown.index("## Claims")]
+    assert "- **never** (not run): Claim never. Cells: `model=blip2, bench=slake, detector=overlap_gap, " \
+           "control=none`." in not_run
+    assert "### never" not in markdown and "[never](#never)" not in markdown and "### ran: holds" in markdown
+    assert r"\textbf{not run}" in latex_table(results, context)
+    gaps = markdown[markdown.index("## Flagged and unflagged items"):]
+    assert ("| `qwen` | slake | `overlap_gap` | none | mean\\_logprob | -6.531 (247, 19) | -6.8 (814, 77) | "
+            "0.2688 \\[0.0417, 0.498\\] | 0.0169 | 0.2407 \\[0.0024, 0.4899\\], p 0.0721 | d 0.82 (~0.408); "
+            "underpowered |") in gaps
+    assert "| `served` | demo | `overlap_gap_answers` | none | accuracy | 0.9 (10, 10) | 0.25 (30, 30) |" in gaps
