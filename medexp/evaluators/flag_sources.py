@@ -179,8 +179,7 @@ def other_split(bench_cfg, split: str, cache_dir: Path) -> Benchmark:
 
 
 def _image_nn_flags(cfg, benchmark: Benchmark, cache_dir: Path):
-    from medexp.evaluators.images import corpus_seed
-    from medexp.images.audit import image_nn_audit
+    from medexp.images.audit import corpus_seed, image_nn_audit
 
     detector = copy.deepcopy(cfg.detector.flags.image_nn)
     detector.max_panels = 0  # the flags need no adjudication panels

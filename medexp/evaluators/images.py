@@ -11,7 +11,7 @@ from medexp.evaluators.context import CellContext
 def image_nn(ctx: CellContext) -> DetectorResult:
     """Image near-neighbour overlap: needs no language model, so the cell's model plays no part."""
     from medexp.evaluators.simulated_power_cache import with_simulated_mde
-    from medexp.images.audit import image_nn_audit
+    from medexp.images.audit import corpus_seed, image_nn_audit
 
     detector = ctx.cfg.detector
     result = image_nn_audit(ctx.examples, detector, ctx.cache_dir, corpus_seed(ctx.cfg.seed, detector),
@@ -19,14 +19,6 @@ def image_nn(ctx: CellContext) -> DetectorResult:
     sizes = {"images": int(result.metrics["n_images"]), "calibration": int(result.metrics["calibration_size"]),
              "tau_alpha": float(detector.tau_alpha)}
     return with_simulated_mde(result, "image_nn", sizes, float(detector.alpha), ctx.cache_dir)
-
-
-def corpus_seed(global_seed: int, detector) -> int:
-    """The seed of an image_nn config's calibration sample: from its corpus and backbone, not from the
-    cell, so all benchmarks share one calibrated tau (and a flag source gets the flags its cell gets)."""
-    from medexp.kernel.hashing import derive_seed
-
-    return derive_seed(global_seed, "image_nn", detector.corpus.name, detector.embedder.name)
 
 
 def image_sizes(cfg, load) -> PowerCount:

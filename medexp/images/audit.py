@@ -37,6 +37,14 @@ log = logging.getLogger("medexp")
 SAME_BYTES, SAME_VECTOR, NEAR = "same_bytes", "same_vector", "near"  # how an image met its neighbour
 
 
+def corpus_seed(global_seed: int, detector_cfg) -> int:
+    """The seed of an image_nn config's calibration sample: from its corpus and backbone, not from the
+    cell, so all benchmarks share one calibrated tau (and a flag source gets the flags its cell gets)."""
+    from medexp.kernel.hashing import derive_seed
+
+    return derive_seed(global_seed, "image_nn", detector_cfg.corpus.name, detector_cfg.embedder.name)
+
+
 def load_corpus(corpus_cfg, cache_dir: Path) -> Benchmark:
     """The corpus's source benchmark, with a corpus-specific message when its location is unset."""
     from medexp.benchmarks import load_benchmark_from_config
