@@ -107,7 +107,8 @@ def export(cfg, options: dict[str, Any]) -> list[str]:
                         "model.responses_path=<replies>", *rebuild])
     return [
         f"exported {len(probes)} probes ({', '.join(f'{kind} {count}' for kind, count in arms.items())}) of "
-        f"{cell.key}; probe set {digest}; {manifest.n_images} images"
+        f"bench={cell.bench},detector={cell.detector},control={cell.control} seed={cfg.seed} (the same for any "
+        f"model); probe set {digest}; {manifest.n_images} images"
         + (f"; {len(probe_set.skipped)} probes could not be made ({probe_set.skip_counts()})" if probe_set.skipped else ""),
         f"format {fmt.name}: {fmt.writes}",
         *[f"wrote {path}" for path in [*written, manifest_path]],

@@ -35,7 +35,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 HARNESS = Path(__file__).resolve().parents[1] / "harness"
 DETECTORS = ("option_order", "text_only", "slot_guess", "perturbation_gap", "medvigil_demo")
 SMALL = ("bench.max_examples=6",)
-ANSWERING_MODEL = "demo_leaky"
+ANSWERING_MODEL = "demo_leaky_mc"
 # VLMEvalKit's own prompt (ImageMCQDataset / TextMCQDataset.build_prompt; a question alone without options)
 VLMEVALKIT_WORDING = (
     "detector.answer.choice_template='Question: {question}\nOptions:\n{options}\n"
