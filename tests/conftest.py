@@ -22,7 +22,7 @@ os.environ.setdefault("MEDEXP_POWER_SIMULATIONS", "20")
 
 # Markers the default suite leaves out. Their runs predate the workers, print what they measure
 # (-s) or time it (pytest-benchmark turns itself off on xdist workers), so they keep one process.
-ONE_PROCESS_MARKERS = ("perf", "validation", "long", "cluster", "browser", "faults")
+ONE_PROCESS_MARKERS = ("perf", "validation", "long", "cluster", "browser", "faults", "harness")
 
 
 @pytest.hookimpl(tryfirst=True)

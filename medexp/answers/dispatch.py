@@ -30,7 +30,7 @@ def model_answers(model_cfg, model_key: dict, scorer: Callable, probes: Sequence
     if family is ModelFamily.responses:
         from medexp.answers.imported import import_model_responses
 
-        return import_model_responses(probes, model_cfg, answer_cfg, skipped_ids)
+        return import_model_responses(probes, model_cfg, answer_cfg, skipped_ids, cache_dir)
     if family is ModelFamily.openai_compatible:
         import functools
 

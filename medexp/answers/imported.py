@@ -41,35 +41,31 @@ Lines naming a probe the cell skipped (``skipped_ids``: the harness answered Med
 credentialed chest X-ray cases, whose images this copy lacks) are set aside and counted in a
 warning. :func:`responses_digest` is the file's content hash for the response cache key.
 
-Files other harnesses write in their own layout (``model.responses_format``) are read by
-:func:`harness_records` into the same line records: lmms-eval's ``samples_*.jsonl`` of a
-generation task (the reply is ``filtered_resps[0]``), VLMEvalKit's prediction sheet (.xlsx, .tsv
-or .csv: the dataset's columns and ``prediction``; its ``Failed to obtain answer`` replies are
-error rows) and LLaVA-Med's answer file (``question_id``, ``prompt``, ``text``). Such a file names
-items its own way, so each line joins the cell's *original* probe of the example it names, by id
-(``source_id``: VLMEvalKit's ``index``, LLaVA-Med's ``question_id``, a field inside lmms-eval's
-``doc``) or by question text (lmms-eval's default: its ``doc_id`` indexes its own copy of the
-data); a line naming no example (``unmatched``) or several (``ambiguous``: a question text two
-examples share) is a bad line, counted with its file and line, never guessed.
+Files other harnesses write (``model.responses_format``: ``openai_batch``, ``vlmevalkit``,
+``lmms_eval``, ``llava_med``; ``jsonl``, alias ``medexp``, is the JSONL above) are read by their
+format's module (:mod:`medexp.answers.formats`) into the same line records. A file answering a
+probe set medexp exported names every probe by its id, every arm, and is checked against the
+export's manifest (``model.responses_manifest``, else the ``manifest.json`` found beside the file or
+above it) and against the probe set its rows name: replies made for another probe set are refused,
+naming both hashes. A harness's own file (run on the release) answers the cell's *original* probes,
+joined by the release's id or by question text; a line naming no example or several is a bad
+line, never guessed.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import re
-from collections import Counter
-from collections.abc import Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
 
+from medexp.answers.formats.base import PROBE_SET, REPLY, BadLine, BadLines, Reading
 from medexp.answers.parse import judge
-from medexp.answers.table import ErrorCause, Status, error_row, response_row, response_table
-from medexp.kernel.hashing import file_sha256
+from medexp.answers.table import ErrorCause, Status, cause_of_message, error_row, response_row, response_table
 from medexp.config.schemas.answers import AnswerMode, check_answer_config
-from medexp.benchmarks.external_ids import IdScheme, ItemLookup, dotted_field
 from medexp.config.schemas.model import DEFAULT_REPLY_FIELDS, ItemJoin, ResponsesFormat
+from medexp.kernel.hashing import directory_sha256, file_sha256
 from medexp.probes.base import RELEASE_ID_KEY, SOURCE_RELEASE_ID_KEY, option_letters
 
 log = logging.getLogger("medexp")
@@ -78,8 +74,10 @@ _LETTER_FIELDS = ("choice", "model_letter")
 ANSWERED = ("ok", "unparsed")
 REFUSED = "refused"
 # A harness's status word (lower case, stripped) -> what it means: an answer (ok, unparsed), a
-# refusal, or the cause of an error. ``model.status_map`` adds words or overrides these.
+# refusal, or the cause of an error (every ErrorCause's own name among them: a format's reader
+# states the cause it read). ``model.status_map`` adds words or overrides these.
 STATUS_WORDS: dict[str, str] = {
+    **{cause.value: cause.value for cause in ErrorCause},
     **dict.fromkeys(("ok", "success", "succeeded", "completed", "complete", "done", "answered"), "ok"),
     "unparsed": "unparsed",
     **dict.fromkeys(("refused", "refusal", "content_filter", "blocked", "filtered"), REFUSED),
@@ -89,53 +87,12 @@ STATUS_WORDS: dict[str, str] = {
     **dict.fromkeys(("malformed", "invalid_response"), ErrorCause.malformed.value),
     **dict.fromkeys(("error", "failed", "failure", "exception"), ErrorCause.other.value),
 }
-# The cause of a harness's error message: the first pattern that matches.
-_MESSAGE_CAUSES = (
-    (re.compile(r"time[ds]?[ _-]?out", re.I), ErrorCause.timeout),
-    (re.compile(r"\b429\b|rate[ _-]?limit", re.I), ErrorCause.rate_limited),
-    (re.compile(r"\b5\d\d\b"), ErrorCause.http_5xx),
-    (re.compile(r"\b4\d\d\b"), ErrorCause.http_4xx),
-    (re.compile(r"connect", re.I), ErrorCause.connection),
-    (re.compile(r"content[ _-]?filter|refus", re.I), ErrorCause.refused),
-)
 
 
 def responses_digest(path: str | Path) -> str:
-    """SHA-256 of the imported file's bytes (part of the response cache key)."""
-    return file_sha256(path)
-
-
-class BadLine(ValueError):
-    """A line this reader skips (and counts): its message starts with the file and line."""
-
-    def __init__(self, where: str, reason: str, detail: str):
-        super().__init__(f"{where}: {reason}: {detail}")
-        self.where, self.reason = where, reason
-
-
-@dataclass
-class ImportedBadLines:
-    """The skipped lines of one imported file, by reason (kept within the answering layer; the
-    benchmark loaders count their skipped rows through their own mechanism)."""
-
-    path: Path
-    lines: list[BadLine] = field(default_factory=list)
-
-    def add(self, line: BadLine) -> None:
-        self.lines.append(line)
-
-    def counts(self) -> dict[str, int]:
-        return dict(Counter(line.reason for line in self.lines))
-
-    def log(self) -> None:
-        if self.lines:
-            log.warning("%s: %d bad line(s) skipped (%s); first: %s", self.path, len(self.lines),
-                        ", ".join(f"{reason} {count}" for reason, count in self.counts().items()), self.lines[0])
-
-
-def cause_of_message(text: str) -> ErrorCause:
-    """The cause a harness's error message names (timeout, HTTP 503, ...), else ``other``."""
-    return next((cause for pattern, cause in _MESSAGE_CAUSES if pattern.search(text)), ErrorCause.other)
+    """SHA-256 of the imported file's bytes, or of every file under an imported folder (it stands
+    in for the model's weights in the cell's inputs)."""
+    return directory_sha256(path) if Path(path).is_dir() else file_sha256(path)
 
 
 def status_meaning(status: str, status_map: Mapping[str, str], where: str) -> tuple[str, Optional[str]]:
@@ -151,46 +108,14 @@ def status_meaning(status: str, status_map: Mapping[str, str], where: str) -> tu
     raise BadLine(where, "unknown status", f"{status!r}; known: {sorted(words)} (add it to model.status_map)")
 
 
-def _records(path: Path, bad: Optional[ImportedBadLines] = None,
-             named: bool = True) -> Iterator[tuple[int, str, dict]]:
-    """``(line number, "<file>:<line>", record)`` of every usable JSON-object line; the others are
-    added to ``bad`` (or left out, without ``bad``). ``named``: a line must name its probe_id."""
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            where = f"{path}:{number}"
-            try:
-                record = _line_record(raw, number, where, named)
-            except BadLine as problem:
-                if bad is not None:
-                    bad.add(problem)
-                continue
-            if record is not None:
-                yield number, where, record
+def imported_probe_ids(path: str | Path, fmt: ResponsesFormat | str = ResponsesFormat.medexp,
+                       probes: Sequence = ()) -> set[str]:
+    """The probe ids the reply file ``path`` of format ``fmt`` names (for a harness's own file, the
+    original ``probes`` its lines join); bad lines are left to :func:`import_responses`, which counts them."""
+    from medexp.answers.formats import harness_format
 
-
-def _line_record(raw: bytes, number: int, where: str, named: bool = True) -> Optional[dict]:
-    """The JSON object of one line (None for a blank line); :class:`BadLine` otherwise."""
-    try:
-        line = raw.decode("utf-8-sig" if number == 1 else "utf-8")  # a byte-order mark, as every reader accepts
-    except UnicodeDecodeError as error:
-        raise BadLine(where, "not UTF-8", f"{error.reason} at byte {error.start}") from None
-    if not line.strip():
-        return None
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise BadLine(where, "not JSON", f"{error.msg} at column {error.colno}") from None
-    if not isinstance(record, dict):
-        raise BadLine(where, "not a JSON object", f"a JSON {type(record).__name__}")
-    if named and (not isinstance(record.get("probe_id"), str) or not record["probe_id"]):
-        raise BadLine(where, "no probe_id", f"no non-empty string probe_id in {sorted(record)}")
-    return record
-
-
-def imported_probe_ids(path: str | Path) -> set[str]:
-    """The probe ids the JSONL ``path`` names (bad lines are left to :func:`import_responses`,
-    which counts them)."""
-    return {record["probe_id"] for _, _, record in _records(Path(path))}
+    reading = Reading(Path(path), list(probes), None, None, BadLines(Path(path)))
+    return {record["probe_id"] for _, _, record in harness_format(ResponsesFormat(fmt).value).read(reading)}
 
 
 def _probe_lookup(probes: Sequence) -> dict[str, Any]:
@@ -272,33 +197,40 @@ def import_responses(path: str | Path, probes: Sequence, answer_cfg, skipped_ids
                      set_aside_as: str = "answer probes this cell skipped (see its skipped table)",
                      reply_fields: Sequence[str] = DEFAULT_REPLY_FIELDS, status_map: Mapping[str, str] | None = None,
                      fmt: ResponsesFormat = ResponsesFormat.medexp, id_field: Optional[str] = None,
-                     join: Optional[ItemJoin] = None):
-    """The response table of ``probes`` (one row per probe, in probe order) from the JSONL ``path``;
-    lines naming one of ``skipped_ids`` (probes the cell could not make) are set aside, counted in
-    a warning that says they ``set_aside_as``. ``reply_fields`` and ``status_map``: see the
-    module docstring (``model.reply_fields``, ``model.status_map``). ``fmt``: a harness's own
-    file (:func:`harness_records`), its lines joined to the original probes by ``join`` over
-    ``id_field`` (the format's defaults when None)."""
+                     join: Optional[ItemJoin] = None, probe_set: Optional[str] = None):
+    """The response table of ``probes`` (one row per probe, in probe order) from the reply file
+    ``path`` of format ``fmt`` (:mod:`medexp.answers.formats`); lines naming one of ``skipped_ids``
+    (probes the cell could not make) are set aside, counted in a warning that says they
+    ``set_aside_as``. ``reply_fields`` and ``status_map``: see the module docstring
+    (``model.reply_fields``, ``model.status_map``; the reply fields apply to medexp's JSONL, the
+    other formats' readers place the reply). A harness's own file joins the original probes by
+    ``join`` over ``id_field`` (the format's defaults when None). ``probe_set``: the cell's probe-set
+    hash; a row naming another probe set is refused."""
+    from medexp.answers.formats import harness_format
+    from medexp.answers.formats.manifest import check_probe_set
+
     check_answer_config(answer_cfg)
     if AnswerMode(answer_cfg.mode) is not AnswerMode.generate:
         raise ValueError(f"answer.mode={AnswerMode(answer_cfg.mode).value}: imported responses are generated "
                          "answers; set answer.mode=generate")
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"no imported responses file at {path}")
     probes = list(probes)
     lookup = _probe_lookup(probes)
     skipped_ids = frozenset(skipped_ids)
-    bad = ImportedBadLines(path)
+    bad = BadLines(path)
     fmt = ResponsesFormat(fmt)
-    if fmt is ResponsesFormat.medexp:
-        records = list(_records(path, bad))
-    else:
-        records = list(harness_records(path, fmt, probes, id_field, join, bad))
-        reply_fields = [HARNESS_REPLY]
+    records = list(harness_format(fmt.value).read(Reading(path, probes, id_field, join, bad)))
+    if fmt not in PLAIN_JSONL:
+        reply_fields = [REPLY]
     if not records and bad.lines:
         raise ValueError(f"{path}: no usable line, {len(bad.lines)} bad line(s) ({bad.counts()}); first: "
                          f"{'; '.join(map(str, bad.lines[:3]))}")
+    if probe_set is not None:
+        for _, where, record in records:
+            if record.get(PROBE_SET) not in (None, ""):
+                check_probe_set(probe_set, str(record[PROBE_SET]), where)
     reading = _Reading(reply_field([record for _, _, record in records], reply_fields, path), dict(status_map or {}))
     rows: dict[str, dict[str, Any]] = {}
     first_line: dict[str, int] = {}
@@ -319,6 +251,7 @@ def import_responses(path: str | Path, probes: Sequence, answer_cfg, skipped_ids
         try:
             row, given = _imported_row(probe, record, answer_cfg, reading, where)
         except BadLine as problem:
+            problem.number = number
             bad.add(problem)
             rows[probe.probe_id] = error_row(probe, ErrorCause.malformed, str(problem))
             continue
@@ -341,119 +274,71 @@ def import_responses(path: str | Path, probes: Sequence, answer_cfg, skipped_ids
     return response_table([rows[probe_id] for probe_id in ids], ids)
 
 
-# Replies another harness wrote, in its own layout: the field naming the item and how it joins
-# the cell's original probes (model.responses_id_field / responses_join override both).
-HARNESS_JOINS = {
-    ResponsesFormat.lmms_eval: ("doc.question", ItemJoin.question),  # doc_id indexes lmms-eval's copy, not ours
-    ResponsesFormat.vlmevalkit: ("index", ItemJoin.source_id),  # the dataset TSV's index, as the loader's ids
-    ResponsesFormat.llava_med: ("question_id", ItemJoin.source_id),
-}
-HARNESS_REPLY = "response"  # the field a harness line's reply is put under for the common reader
-ORIGINAL_KINDS = ("original",)  # a harness asked each question as released: it answers those probes
-VLMEVALKIT_FAILED = "Failed to obtain answer"  # VLMEvalKit's FAIL_MSG, its reply when the model raised
+PLAIN_JSONL = (ResponsesFormat.medexp, ResponsesFormat.jsonl)  # replies under model.reply_fields, statuses as written
 
 
-def _lmms_eval_reply(record: dict) -> Any:
-    """A generation task's reply: ``filtered_resps[0]`` (after the task's filters), else ``resps[0][0]``."""
-    for name in ("filtered_resps", "resps"):
-        value = record.get(name)
-        while isinstance(value, list) and value:
-            value = value[0]
-        if isinstance(value, str):
-            return value
-    return None
-
-
-def _sheet_rows(path: Path) -> Iterator[tuple[int, str, dict]]:
-    """The rows of a VLMEvalKit prediction sheet, every cell as text (an empty cell "")."""
-    import pandas as pd
-
-    suffix = path.suffix.lower()
-    if suffix == ".xlsx":
-        try:
-            frame = pd.read_excel(path, dtype=str, keep_default_na=False)
-        except ImportError as error:
-            raise ValueError(f"{path}: reading an .xlsx sheet needs openpyxl (pip install openpyxl), or save the "
-                             "sheet as .tsv") from error
-    elif suffix in (".tsv", ".csv"):
-        frame = pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", dtype=str, keep_default_na=False)
-    else:
-        raise ValueError(f"{path}: a VLMEvalKit prediction sheet is .xlsx, .tsv or .csv, not {suffix or 'no suffix'}")
-    for offset, record in enumerate(frame.to_dict("records")):
-        yield offset + 1, f"{path}: row {offset + 1}", record
-
-
-def _harness_reply(fmt: ResponsesFormat, record: dict) -> tuple[Any, Optional[str]]:
-    """The reply of one harness line, and the error it records instead (VLMEvalKit's FAIL_MSG)."""
-    if fmt is ResponsesFormat.lmms_eval:
-        return _lmms_eval_reply(record), None
-    if fmt is ResponsesFormat.llava_med:
-        return record.get("text"), None
-    reply = record.get("prediction")
-    if isinstance(reply, str) and reply.startswith(VLMEVALKIT_FAILED):
-        return reply, reply
-    return reply, None
-
-
-def harness_records(path: Path, fmt: ResponsesFormat, probes: Sequence, id_field: Optional[str],
-                    join: Optional[ItemJoin], bad: ImportedBadLines) -> Iterator[tuple[int, str, dict]]:
-    """medexp's line records (``probe_id``, ``response``, ``status``, ``error``) from a harness's
-    own file: lmms-eval samples of a generation task, a VLMEvalKit prediction sheet, a LLaVA-Med
-    answer file. Each line joins the original probe (the question as released) of the example it
-    names, by id or by question text; a line naming no example (``unmatched``), several
-    (``ambiguous``: a question text two examples share), none at all (``no id``) or without a text
-    reply (``no reply field``) is a bad line, counted with its file and line. Nothing is guessed."""
-    default_field, default_join = HARNESS_JOINS[fmt]
-    id_field, join = id_field or default_field, ItemJoin(join or default_join)
-    originals = [probe for probe in probes if probe.kind in ORIGINAL_KINDS]
-    if not originals:
-        raise ValueError(f"{path}: a {fmt.value} file answers the questions as released, and this cell has no "
-                         f"original probe (kinds: {sorted({probe.kind for probe in probes})})")
-    if join is ItemJoin.position:
-        raise ValueError(f"{path}: responses_join=position needs the released order, which a probe set does not "
-                         "carry; join by source_id (an upstream id field) or question")
-    name = originals[0].example_id.split("::", 1)[0]
-    lookup = ItemLookup(tuple((probe.example_id, probe.question, None) for probe in originals), IdScheme(name, name))
-    by_example = {probe.example_id: probe for probe in originals}
-    rows = _sheet_rows(path) if fmt is ResponsesFormat.vlmevalkit else _records(path, bad, named=False)
-    for number, where, record in rows:
-        identifier = dotted_field(record, id_field)
-        if identifier is None or (isinstance(identifier, str) and not identifier.strip()):
-            bad.add(BadLine(where, "no id", f"no {id_field!r} in {sorted(record)}"))
-            continue
-        example_id, reason = lookup.find(identifier, join)
-        if example_id is None:
-            what = "no" if reason == "unmatched" else "more than one"
-            bad.add(BadLine(where, reason, f"{id_field}={identifier!r} names {what} original probe of this cell "
-                                           f"(join={join.value})"))
-            continue
-        reply, error = _harness_reply(fmt, record)
-        if not isinstance(reply, str):
-            bad.add(BadLine(where, "no reply field", f"no text reply in this {fmt.value} line"))
-            continue
-        line = {"probe_id": by_example[example_id].probe_id, HARNESS_REPLY: reply}
-        if error is not None:
-            line.update(status="error", error=error)
-        yield number, where, line
-
-
-def import_model_responses(probes: Sequence, model_cfg, answer_cfg, skipped_ids: Collection[str] = ()):
-    """The response table of ``probes`` from the file(s) of a ``responses`` model config."""
+def import_model_responses(probes: Sequence, model_cfg, answer_cfg, skipped_ids: Collection[str] = (),
+                           cache_dir: str | Path | None = None):
+    """The response table of ``probes`` from the file(s) of a ``responses`` model config. Replies
+    to an export are checked first against its manifest (:func:`export_manifest`): the probe set's
+    hash (computed with the digest cache under ``cache_dir``) and the answer settings that worded
+    the requests must be the cell's."""
     from medexp.config.schemas import ModelFamily
 
     if ModelFamily(model_cfg.family) is not ModelFamily.responses:
         raise ValueError(f"model={model_cfg.name} has family {ModelFamily(model_cfg.family).value}; imported "
                          "responses need family responses")
     if not model_cfg.responses_path:
-        raise ValueError(f"model={model_cfg.name}: set model.responses_path to the JSONL file of its responses")
+        raise ValueError(f"model={model_cfg.name}: set model.responses_path to the file of its responses")
+    probes = list(probes)
     reading = {"reply_fields": list(model_cfg.get("reply_fields") or DEFAULT_REPLY_FIELDS),
                "status_map": dict(model_cfg.get("status_map") or {}),
                "fmt": ResponsesFormat(model_cfg.get("responses_format") or ResponsesFormat.medexp.value),
                "id_field": model_cfg.get("responses_id_field"), "join": model_cfg.get("responses_join")}
+    manifest = export_manifest(model_cfg)
+    if cache_dir is not None:
+        from medexp.answers.cache import probe_set_hash
+
+        reading["probe_set"] = probe_set_hash(probes, cache_dir)
+        if manifest is not None:
+            _check_export(manifest, reading["probe_set"], reading["fmt"], answer_cfg)
+    if reading["fmt"] is ResponsesFormat.openai_batch and manifest is None:
+        raise ValueError(f"{model_cfg.responses_path}: a Batch output names its probes by custom_id only, so the "
+                         "probe set it answers is checked against the export's manifest.json, and none was found "
+                         "beside the file or above it; set model.responses_manifest=<export folder>/manifest.json")
     if not model_cfg.get("responses_no_image_path"):
         return import_responses(model_cfg.responses_path, probes, answer_cfg, skipped_ids, **reading)
-    return _with_no_image_file(model_cfg.responses_path, model_cfg.responses_no_image_path, list(probes), answer_cfg,
+    return _with_no_image_file(model_cfg.responses_path, model_cfg.responses_no_image_path, probes, answer_cfg,
                                skipped_ids, reading)
+
+
+def export_manifest(model_cfg):
+    """The manifest of the export a ``responses`` model's replies answer: ``model.responses_manifest``,
+    else one found beside the reply file or above it; None for a harness's own file (no export)."""
+    from medexp.answers.formats.manifest import find_manifest, read_manifest
+
+    named = model_cfg.get("responses_manifest")
+    path = Path(named) if named else find_manifest(model_cfg.responses_path)
+    return (path, read_manifest(path)) if path is not None else None
+
+
+def _check_export(manifest, probe_set: str, fmt: ResponsesFormat, answer_cfg) -> None:
+    from medexp.answers.formats import harness_format
+    from medexp.answers.formats.manifest import check_probe_set
+
+    path, record = manifest
+    check_probe_set(probe_set, record.probe_set, f"the export manifest {path}")
+    if harness_format(record.format).name != harness_format(fmt.value).name:
+        raise ValueError(f"{path}: the export was written as format={record.format}, and the replies are read as "
+                         f"model.responses_format={fmt.value}")
+    # the replies answer requests worded and decoded with the settings the format carries to the model
+    differing = {key: (record.answer.get(key), answer_cfg.get(key)) for key in harness_format(fmt.value).carries
+                 if record.answer.get(key) != answer_cfg.get(key)}
+    if differing:
+        details = "; ".join(f"detector.answer.{key}: export {was!r}, this cell {now!r}"
+                            for key, (was, now) in differing.items())
+        raise ValueError(f"{path}: the exported requests were worded or decoded with other answer settings than this "
+                         f"cell's ({details}); import with the export's settings")
 
 
 def no_image_source(probe) -> Optional[str]:
@@ -474,7 +359,7 @@ def _with_no_image_file(path, blind_path, probes: list, answer_cfg, skipped_ids:
                          "release's original probe (bench=medvigil with no_image in detector.kinds)")
     blind_ids = {probe.probe_id for probe in blind}
     by_source = [replace(probe, meta={**probe.meta, RELEASE_ID_KEY: no_image_source(probe)}) for probe in blind]
-    others = imported_probe_ids(blind_path) - {no_image_source(probe) for probe in blind}
+    others = imported_probe_ids(blind_path, reading["fmt"]) - {no_image_source(probe) for probe in blind}
     seeing = import_responses(path, [probe for probe in probes if probe.probe_id not in blind_ids], answer_cfg,
                               skipped_ids, **reading)
     unseeing = import_responses(blind_path, by_source, answer_cfg, {*skipped_ids, *others},

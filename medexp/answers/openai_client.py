@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from typing import Any, Optional
 
 from medexp.answers.parse import judge
-from medexp.answers.prompt import render_messages
+from medexp.answers.prompt import chat_request
 from medexp.answers.table import ErrorCause, Status, error_row, response_row, response_table
 from medexp.config.schemas.answers import AnswerMode, check_answer_config
 from medexp.config.secrets import env_name_problem
@@ -235,17 +235,7 @@ class ChatClient:
         return sorted(self._served)
 
     def request_body(self, probe, answer_cfg) -> dict[str, Any]:
-        body = {
-            "model": self.model,
-            "messages": render_messages(probe, answer_cfg),
-            "temperature": float(answer_cfg.temperature),
-            "max_tokens": int(answer_cfg.max_new_tokens),
-            "n": 1,
-            "stream": False,
-        }
-        if answer_cfg.seed is not None:
-            body["seed"] = int(answer_cfg.seed)
-        return body
+        return chat_request(probe, answer_cfg, self.model)
 
     # ------------------------------------------------------------------ one request, retried
     def _redact(self, text: str) -> str:

@@ -69,3 +69,21 @@ def render_messages(probe, answer_cfg) -> list[dict]:
             {"type": "text", "text": text},
         ]})
     return messages
+
+
+def chat_request(probe, answer_cfg, model: str) -> dict:
+    """The chat-completions request body asking ``probe`` of ``model`` (the served id): the
+    messages, the temperature as configured (0 unless sampling is allowed), ``max_tokens``, one
+    choice, no streaming, and the seed when configured. The client sends it; a Batch export
+    writes it."""
+    body = {
+        "model": model,
+        "messages": render_messages(probe, answer_cfg),
+        "temperature": float(answer_cfg.temperature),
+        "max_tokens": int(answer_cfg.max_new_tokens),
+        "n": 1,
+        "stream": False,
+    }
+    if answer_cfg.seed is not None:
+        body["seed"] = int(answer_cfg.seed)
+    return body

@@ -19,6 +19,7 @@ Columns:
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 from typing import Any, Optional
 
@@ -47,6 +48,22 @@ class ErrorCause(str, Enum):
     input = "input"  # the probe could not be sent (its image is unreadable)
     not_imported = "not_imported"  # an imported file has no line for the probe
     other = "other"  # an imported harness's error of no recognisable cause
+
+
+# The cause of a harness's error message: the first pattern that matches.
+_MESSAGE_CAUSES = (
+    (re.compile(r"time[ds]?[ _-]?out", re.I), ErrorCause.timeout),
+    (re.compile(r"\b429\b|rate[ _-]?limit", re.I), ErrorCause.rate_limited),
+    (re.compile(r"\b5\d\d\b"), ErrorCause.http_5xx),
+    (re.compile(r"\b4\d\d\b"), ErrorCause.http_4xx),
+    (re.compile(r"connect", re.I), ErrorCause.connection),
+    (re.compile(r"content[ _-]?filter|refus", re.I), ErrorCause.refused),
+)
+
+
+def cause_of_message(text: str) -> ErrorCause:
+    """The cause a harness's error message names (timeout, HTTP 503, ...), else ``other``."""
+    return next((cause for pattern, cause in _MESSAGE_CAUSES if pattern.search(text)), ErrorCause.other)
 
 
 def response_row(probe, response: str, choice: Optional[str], status: Status | str, error: Optional[str] = None,

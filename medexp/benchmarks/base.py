@@ -7,6 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+# Example.meta key of the item's id in its release, as the release writes it (SLAKE's and VQA-RAD's
+# qid, MMStar's index, a row index): what other tools' records name the item by (DESIGN.md,
+# "Releases as published"); never parsed back out of the example id.
+UPSTREAM_ID = "upstream_id"
+
 
 @dataclass(frozen=True)
 class Example:

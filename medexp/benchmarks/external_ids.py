@@ -139,34 +139,60 @@ def dotted_field(record: dict, path: str) -> Any:
 
 
 _IMAGE_PLACEHOLDER = re.compile(r"<image>", re.IGNORECASE)
+# What harnesses append to a question, set aside when texts are compared (punctuation after it
+# included): an option list for a closed question, as LLaVA-Med's evaluation data writes it ("Is
+# there free air? Please choose from the following two options: [yes, no]", also "Please answer the
+# question based on the image and choose from ..."), and lmms-eval's answer instruction (its
+# post_prompt, kept in the prompt it logs as a sample's input).
+_APPENDED = (
+    re.compile(r"\s*(?:please\s+)?(?:answer\s+the\s+question\s+based\s+on\s+the\s+image\s+and\s+)?choose\s+from\s+"
+               r"the\s+following(?:\s+\w+)?\s+options?\s*:\s*\[[^\[\]]*\]\s*[.?!]*\s*$", re.IGNORECASE),
+    re.compile(r"\s*answer\s+the\s+question\s+using\s+a\s+single\s+word\s+or\s+phrase\s*[.!]?\s*$", re.IGNORECASE),
+    re.compile(r"\s*请用一个词或短语回答问题。?\s*$"),
+)
 
 
 def normalized_question(text: Any) -> str:
     """A question as another harness may have written it, compared: whitespace runs as one space,
-    ``<image>`` placeholders (LLaVA's prompts) left out. Nothing else is changed: no guessing."""
-    return " ".join(_IMAGE_PLACEHOLDER.sub(" ", str(text)).split())
+    ``<image>`` placeholders (LLaVA's prompts) and what harnesses append (:data:`_APPENDED`: an
+    option list, an answer instruction) left out. Nothing else is changed: no guessing."""
+    text = _IMAGE_PLACEHOLDER.sub(" ", str(text))
+    for appended in _APPENDED:
+        text = appended.sub("", text)
+    return " ".join(text.split())
 
 
 @dataclass(frozen=True)
 class ItemLookup:
-    """The items of a benchmark (``(example_id, question, position)``; position None when unknown)
-    found by what another tool's record names them by (:class:`~medexp.config.schemas.ItemJoin`):
-    an id in ``scheme`` (``external_id``), the upstream id alone (``source_id``), the released
+    """The items of a benchmark (``(example_id, question, position, upstream id)``; position None
+    when unknown, upstream id None when the items do not carry the release's id) found by what
+    another tool's record names them by (:class:`~medexp.config.schemas.ItemJoin`): an id in
+    ``scheme`` (``external_id``), the release's own id (``source_id``: the example's meta
+    :data:`~medexp.benchmarks.base.UPSTREAM_ID`, never a part of medexp's id), the released
     position, or the question text. :meth:`find` gives the example id, or None and why."""
 
-    items: tuple[tuple[str, str, Optional[int]], ...]
+    items: tuple[tuple[str, str, Optional[int], Any], ...]
     scheme: IdScheme
+
+    @classmethod
+    def of_examples(cls, examples: Iterable, scheme: IdScheme) -> "ItemLookup":
+        """The lookup of benchmark examples, by their ids, questions, positions and upstream ids."""
+        from medexp.benchmarks.base import UPSTREAM_ID
+
+        return cls(tuple((example.example_id, example.question, example.position, example.meta.get(UPSTREAM_ID))
+                         for example in examples), scheme)
 
     def __post_init__(self) -> None:
         by_source, by_position, by_question = {}, {}, {}
-        for example_id, question, position in self.items:
-            _, split, source = _parts(example_id)
-            by_source[(split, source)] = example_id
+        for example_id, question, position, upstream in self.items:
+            _, split, _ = _parts(example_id)
+            if upstream is not None:
+                by_source.setdefault((split, _id_text(upstream)), []).append(example_id)
             if position is not None:
                 by_position[position] = example_id
             by_question.setdefault(normalized_question(question), []).append(example_id)
-        object.__setattr__(self, "_ids", {example_id for example_id, _, _ in self.items})
-        object.__setattr__(self, "_splits", {_parts(example_id)[1] for example_id, _, _ in self.items})
+        object.__setattr__(self, "_ids", {example_id for example_id, *_ in self.items})
+        object.__setattr__(self, "_splits", {_parts(example_id)[1] for example_id, *_ in self.items})
         object.__setattr__(self, "_by_source", by_source)
         object.__setattr__(self, "_by_position", by_position)
         object.__setattr__(self, "_by_question", by_question)
@@ -184,8 +210,7 @@ class ItemLookup:
             return (example_id, None) if example_id in self._ids else (None, "unmatched")
         if join == "source_id":
             # the split is the benchmark's (a record of one split); several splits: ambiguous by design
-            found = [self._by_source.get((split, str(value).strip())) for split in self._splits]
-            found = [example_id for example_id in found if example_id is not None]
+            found = [example_id for split in self._splits for example_id in self._by_source.get((split, _id_text(value)), [])]
             return (found[0], None) if len(found) == 1 else (None, "ambiguous" if found else "unmatched")
         if join == "position":
             try:
@@ -194,3 +219,10 @@ class ItemLookup:
                 example_id = None
             return (example_id, None) if example_id is not None else (None, "unmatched")
         raise ValueError(f"unknown join {join!r}; one of external_id, source_id, position, question")
+
+
+def _id_text(value: Any) -> str:
+    """An id as text, so a release's integer qid 10 and a record's "10" (or 10.0 from a sheet) agree."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value).strip()

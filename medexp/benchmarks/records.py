@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from medexp.benchmarks.base import Benchmark, Example, SkippedExample
+from medexp.benchmarks.base import UPSTREAM_ID, Benchmark, Example, SkippedExample
 from medexp.benchmarks.images import image_problem
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,10 @@ class SourceRow:
     # False for a row outside the benchmark's question filters (bench.languages ...), yielded
     # only when the load is an image corpus, which holds every image of the split.
     selected: bool = True
+    # The release's own id as its files write it, where the example id's last part differs from it
+    # (VQA-RAD's qid 10 for the id "vqa_rad::test::qid10"); None: it is ``source_id``. Kept in the
+    # example's meta under UPSTREAM_ID, so other tools' records join by the release's id.
+    upstream_id: Any = None
 
 
 DUPLICATE_ID = "duplicate id"
@@ -105,6 +109,7 @@ def assemble(
             flaws[example_id] = dict(row.flaws)
         if not row.selected:
             outside.add(example_id)
+        upstream = row.upstream_id if row.upstream_id is not None else row.source_id
         examples.append(
             Example(
                 example_id=example_id,
@@ -113,7 +118,7 @@ def assemble(
                 question=row.question,
                 answer=row.answer,
                 options=row.options,
-                meta=row.meta,
+                meta={UPSTREAM_ID: upstream, **row.meta},
             )
         )
     return Benchmark(name=name, examples=examples, skipped=skipped, files=files, flaws=flaws,

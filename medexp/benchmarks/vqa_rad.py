@@ -20,7 +20,9 @@ and ``format: vqa_rad_osf`` the official release (which is not on the hub, so it
 Official release, split rule: ``test`` is the rows whose ``phrase_type`` is ``test_freeform`` or
 ``test_para`` (451 rows: 272 CLOSED, 179 OPEN), ``train`` every other row (1,797), both in file
 order. The example id is ``<name>::<split>::qid<qid>``: the ``qid`` prefix keeps it apart from
-the hub copy's row indices, so the two copies never share an id and never share a cache entry.
+the hub copy's row indices, so the two copies never share an id and never share a cache entry. The
+release's own ``qid`` (``10``, as LLaVA-Med's answer files write ``question_id``) is the example's
+upstream id (meta ``upstream_id``), which records from other tools join by.
 Question and answer are stripped text (the file has integer answers such as ``2``); a missing,
 null or empty one is a flaw of the example, counted and named with the file, the row and its qid
 (skipped when the task needs it, see :mod:`medexp.benchmarks.skips`); a row without a usable
@@ -157,6 +159,7 @@ def _rows(records: list, path: Path, images: Path, split: str) -> Iterator[Sourc
         flaws: dict[str, str] = {}
         yield SourceRow(
             source_id=f"qid{qid}",
+            upstream_id=record["qid"],  # the release's own qid (an integer in the file), as other tools name it
             question=text_field(record, "question", where, flaws),
             answer=text_field(record, "answer", where, flaws),
             image=image,

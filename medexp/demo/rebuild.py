@@ -3,8 +3,9 @@
 ``python -m medexp.demo.rebuild`` trains the shipped models' settings from an empty cache in the
 pinned-kernel process every demo build uses, and prints, per model, whether the rebuilt weights
 are the shipped bytes (naming both SHA-256 and both CPUs); it exits 1 when any differs.
-``--update`` replaces the shipped files and ``SHA256SUMS.json`` with the rebuild, for a maintainer
-who changes the demo recipe (:mod:`medexp.demo.shipped`).
+``--update`` replaces the named models' shipped files and listings in ``SHA256SUMS.json`` with the
+rebuild (the others are kept), for a maintainer who changes the demo recipe or ships another model
+(:mod:`medexp.demo.shipped`).
 """
 
 from __future__ import annotations
@@ -36,28 +37,32 @@ def _rebuild(names, cache_dir: Path) -> dict[str, Path]:
 
 
 def _listing(name: str, directory: Path, bench_root: Path) -> dict:
+    """What ``SHA256SUMS.json`` lists for one model built here: its files' digests, the demo
+    benchmark's, and the CPU, torch and kernel settings of this build."""
+    import torch
+
     files = sorted(p.name for p in directory.iterdir() if p.is_file() and p.name != MANIFEST)
+    trained_on = {**cpu_description(), "torch": torch.__version__, "kernels": read_build_report(directory)["kernels"]}
     return {"model": name, "bench_sha256": bench_sha256(bench_root),
-            "files": {file: file_sha256(directory / file) for file in files}}
+            "files": {file: file_sha256(directory / file) for file in files}, "trained_on": trained_on}
 
 
 def _update(built: dict[str, Path]) -> None:
-    """Replace the shipped files with ``built`` and rewrite ``SHA256SUMS.json``."""
-    import torch
-
-    listings = {}
+    """Replace the shipped files of the models in ``built`` with their rebuild and rewrite
+    ``SHA256SUMS.json``; the other shipped models keep their files and listings (and the CPU they
+    were trained on), so one model can be added or rebuilt without retraining the rest."""
+    listings = {entry: listing for entry, listing in shipped_digests()["models"].items()
+                if listing["model"] in SHIPPED_MODELS and listing["model"] not in built}
     for name, directory in built.items():
         shutil.rmtree(SHIPPED_ROOT / directory.name, ignore_errors=True)
-        shutil.copytree(directory, SHIPPED_ROOT / directory.name)
+        # copied as new files: a build writes its weights readable by their owner only
+        shutil.copytree(directory, SHIPPED_ROOT / directory.name, copy_function=shutil.copyfile)
         bench_root = demo_benchmark_root(compose([f"model={name}"]).model.demo.bench, directory.parent.parent)
         listings[directory.name] = _listing(name, directory, bench_root)
     for stale in SHIPPED_ROOT.glob("model-*"):
         if stale.name not in listings:
             shutil.rmtree(stale)
-    builder = read_build_report(next(iter(built.values())))
-    digests = {"trained_on": {**cpu_description(), "torch": torch.__version__, "kernels": builder["kernels"]},
-               "models": listings}
-    atomic_write_bytes(DIGESTS_FILE, (json.dumps(digests, indent=1, sort_keys=True) + "\n").encode())
+    atomic_write_bytes(DIGESTS_FILE, (json.dumps({"models": listings}, indent=1, sort_keys=True) + "\n").encode())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
                     "their weights with the shipped ones; exit 1 naming the digests when they differ.")
     parser.add_argument("models", nargs="*", default=list(SHIPPED_MODELS), help="model configs (default: all shipped)")
     parser.add_argument("--update", action="store_true",
-                        help="replace the shipped files with this rebuild (a maintainer changing the demo recipe)")
+                        help="replace the named models' shipped files with this rebuild (a maintainer changing the demo "
+                             "recipe or shipping another model)")
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="where to build (default: a temporary directory, removed afterwards)")
     args = parser.parse_args(argv)
@@ -83,8 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"shipped models replaced from this rebuild: {DIGESTS_FILE}")
             return 0
         cpu = cpu_description()
-        print(f"rebuilt on {cpu['cpu']} ({', '.join(cpu['isa']) or 'no AVX2'}); shipped models trained on "
-              f"{shipped_digests()['trained_on']['cpu']}")
+        print(f"rebuilt on {cpu['cpu']} ({', '.join(cpu['isa']) or 'no AVX2'})")
         differ = 0
         for name, directory in built.items():
             listing = shipped_entry(directory.name)
@@ -96,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
             shipped = listing["files"][WEIGHTS_FILE]
             same = rebuilt == shipped
             differ += not same
-            print(f"{name}: {'matches' if same else 'DIFFERS'}  rebuilt {rebuilt}  shipped {shipped}")
+            print(f"{name}: {'matches' if same else 'DIFFERS'}  rebuilt {rebuilt}  shipped {shipped} "
+                  f"(trained on {listing['trained_on']['cpu']})")
         if differ:
             print(f"{differ} rebuilt model(s) differ from the shipped weights on this CPU: the figures in the README "
                   "and docs use the shipped weights, which every install copies (docs/portability.md)")

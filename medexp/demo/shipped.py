@@ -27,9 +27,11 @@ log = logging.getLogger(__name__)
 SHIPPED_ROOT = Path(__file__).with_name("shipped")
 DIGESTS_FILE = SHIPPED_ROOT / "SHA256SUMS.json"
 WEIGHTS_FILE = "model.safetensors"
-# The configs whose models ship: the quick-start pair and the rest of the demo cohort that the
-# demo grid's and the suite's cells read (conf/model/<name>.yaml).
-SHIPPED_MODELS = ("demo_clean", "demo_leaky", "demo_clean_b", "demo_clean_c", "demo_leaky_b")
+# The configs whose models ship: the quick-start pair, the rest of the demo cohort that the demo
+# grid's and the suite's cells read, and the answering probes' pair that their documented commands
+# read (conf/model/<name>.yaml).
+SHIPPED_MODELS = ("demo_clean", "demo_leaky", "demo_clean_b", "demo_clean_c", "demo_leaky_b",
+                  "demo_clean_mc", "demo_leaky_mc")
 
 
 class ShippedModelMismatch(RuntimeError):
@@ -51,7 +53,8 @@ def bench_sha256(bench_root: Path) -> str:
 
 
 def shipped_digests() -> dict:
-    """``SHA256SUMS.json``: per cache entry, its model name, the demo benchmark's digest and each file's."""
+    """``SHA256SUMS.json``: per cache entry, its model name, the demo benchmark's digest, each file's,
+    and the CPU, torch and kernel settings it was trained with (entries may come from different CPUs)."""
     if not DIGESTS_FILE.is_file():
         return {"models": {}}
     return json.loads(DIGESTS_FILE.read_text(encoding="utf-8"))
@@ -91,7 +94,7 @@ def install_shipped(entry: str, listing: dict, bench_root: Path, staging: Path, 
         shutil.copyfile(source / name, staging / name)
     record = json.loads((source / manifest).read_text(encoding="utf-8"))
     log.info("demo model %s installed from the package (trained on %s; sha256 %s... verified)",
-             listing["model"], shipped_digests()["trained_on"]["cpu"], listing["files"][WEIGHTS_FILE][:16])
+             listing["model"], listing["trained_on"]["cpu"], listing["files"][WEIGHTS_FILE][:16])
     return {**record, "shipped": {"entry": entry, "weights_sha256": listing["files"][WEIGHTS_FILE]}}
 
 

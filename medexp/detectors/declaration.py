@@ -4,8 +4,9 @@ Each detector module ends with its ``DECLARATION``: its name (the key its schema
 in :data:`medexp.config.schemas.DETECTOR_SCHEMAS`), its schema, its evaluator (as a
 ``"module:function"`` string, so this layer names the evaluator above it without importing it),
 the inputs a cell loads for it, the controls that fit it, its power entry and how
-``python -m medexp.power`` counts its n, the artefact tables and figures of the report its runs
-feed, and its documentation page.
+``python -m medexp.power`` counts its n, for a detector that asks questions the function making its
+probe set (what ``python -m medexp.export`` writes out for a harness), the artefact tables and
+figures of the report its runs feed, and its documentation page.
 The runner, the controls, ``medexp.power``, ``medexp.plan`` and the report read these
 declarations (:mod:`medexp.detectors`'s table finds them) instead of switching on schema types or
 listing detector names.
@@ -90,11 +91,17 @@ class DetectorDeclaration:
     # tables of its artefacts a report reads: table name -> (the config parameter marking its runs, the artefact)
     report_tables: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     report_figures: tuple[str, ...] = ()  # the report's figures its cells feed
+    # "module:function" making the probe set a model answers, (CellContext) -> ProbeSet, for a
+    # detector that reads answers: its evaluator asks those probes, and python -m medexp.export
+    # writes them out for a harness; None for a detector that asks nothing
+    probes: str | None = None
 
     def __post_init__(self):
         unknown = set(self.control_reasons) & self.controls
         if unknown:
             raise ValueError(f"detector {self.name}: a reason is given for refusing controls it takes: "
                              f"{sorted(kind.value for kind in unknown)}")
+        if (Input.answers in self.inputs) != (self.probes is not None):
+            raise ValueError(f"detector {self.name}: a probe-set function goes with reading answers, and only with it")
         if isinstance(self.power, Untested) != (self.power_count is None):
             raise ValueError(f"detector {self.name}: a power count goes with a test, and only with one")

@@ -178,6 +178,7 @@ DECLARATION = DetectorDeclaration(
     name="medvigil",
     schema=MedvigilConfig,
     evaluator="medexp.evaluators.medvigil:medvigil",
+    probes="medexp.evaluators.medvigil:medvigil_probe_set",
     inputs=frozenset({Input.answers}),
     controls=SCORING_CONTROLS,
     power=PowerFormula(PAIRED_ACCURACY, "two", "cases", ACCURACY_DIFFERENCE,

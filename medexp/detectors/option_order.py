@@ -176,6 +176,7 @@ DECLARATION = DetectorDeclaration(
     name="option_order",
     schema=OptionOrderConfig,
     evaluator="medexp.evaluators.mmdetect:option_order",
+    probes="medexp.evaluators.mmdetect:option_order_probes",
     inputs=frozenset({Input.answers}),
     controls=SCORING_CONTROLS,
     power=PowerFormula(PAIRED_ACCURACY, "one", "items with options", ACCURACY_DIFFERENCE,

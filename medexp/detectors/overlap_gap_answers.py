@@ -56,6 +56,7 @@ DECLARATION = DetectorDeclaration(
     power=GAP_POWER,
     power_count="medexp.evaluators.overlap:flagged_images",
     docs="docs/images.md#the-overlap-gap-on-answers-overlap_gap_answers",
+    probes="medexp.evaluators.overlap:answer_probe_set",
     control_reasons={
         ControlKind.external_baseline: "the model compared with is named in detector.baseline, asked the same probes",
         ControlKind.order_answer_len: "it orders by teacher-forced token counts, and the order plays no part in a gap",

@@ -274,6 +274,7 @@ DECLARATION = DetectorDeclaration(
     name="perturbation_gap",
     schema=PerturbationGapConfig,
     evaluator="medexp.evaluators.perturbation:perturbation_gap",
+    probes="medexp.evaluators.perturbation:perturbation_probes",
     inputs=frozenset({Input.answers, Input.twin, Input.references}),
     controls=SCORING_CONTROLS - {ControlKind.blind_image, ControlKind.external_baseline},
     power=PowerFormula(PAIRED_ACCURACY, "one", "original/twin pairs", ACCURACY_DIFFERENCE,

@@ -134,6 +134,7 @@ DECLARATION = DetectorDeclaration(
     name="slot_guess",
     schema=SlotGuessConfig,
     evaluator="medexp.evaluators.mmdetect:slot_guess",
+    probes="medexp.evaluators.mmdetect:slot_guess_probes",
     inputs=frozenset({Input.answers}),
     controls=SCORING_CONTROLS,
     power=PowerFormula(PAIRED_ACCURACY, "one", "items (an upper bound: items without a shared keyword are skipped at "

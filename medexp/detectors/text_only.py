@@ -203,6 +203,7 @@ DECLARATION = DetectorDeclaration(
     name="text_only",
     schema=TextOnlyConfig,
     evaluator="medexp.evaluators.mmdetect:text_only",
+    probes="medexp.evaluators.mmdetect:text_only_probes",
     inputs=frozenset({Input.answers}),
     controls=SCORING_CONTROLS,
     power=PowerFormula(ABOVE_CHANCE, "one", "items with options", "accuracy above chance (fraction; 0.05 = 5 accuracy points)",

@@ -34,10 +34,14 @@ PROBE_IMAGE_STORE = "probe_images"  # under the cache: derived probe images, con
 def medvigil(ctx: CellContext) -> DetectorResult:
     from medexp.detectors.medvigil import evaluate_medvigil, probe_facts
 
+    from medexp.answers.imported import export_manifest
+
     probe_set = medvigil_probe_set(ctx)
-    if ModelFamily(ctx.cfg.model.family) is ModelFamily.responses and ctx.cfg.model.responses_path:
-        probe_set = unanswered_ablations_skipped(probe_set, ctx.cfg.model.responses_path,
-                                                 ctx.cfg.model.responses_no_image_path)
+    model = ctx.cfg.model
+    # A harness run on the release asks no blur sweep; replies to an export answer every probe it holds.
+    if ModelFamily(model.family) is ModelFamily.responses and model.responses_path and export_manifest(model) is None:
+        probe_set = unanswered_ablations_skipped(probe_set, model.responses_path, model.responses_no_image_path,
+                                                 model.responses_format)
     require_probes(ctx, probe_set)
     responses = answers(ctx, probe_set.probes, probe_set.skipped)
     counts = gated(ctx, responses)
@@ -91,7 +95,7 @@ def medvigil_probe_set(ctx: CellContext):
     return evidence_probes(ctx.examples, pool, settings)
 
 
-def unanswered_ablations_skipped(probe_set, responses_path, no_image_path=None):
+def unanswered_ablations_skipped(probe_set, responses_path, no_image_path=None, fmt="medexp"):
     """The probe set with the blur and no-image probes that the imported files do not answer
     moved to its skipped probes (by release id where the probe has one, as the file names it; a
     no-image file names a no_image probe by its original's id)."""
@@ -101,8 +105,8 @@ def unanswered_ablations_skipped(probe_set, responses_path, no_image_path=None):
     from medexp.probes.base import RELEASE_ID_KEY
     from medexp.probes.evidence import is_ablation
 
-    answered = imported_probe_ids(responses_path)
-    answered_blind = imported_probe_ids(no_image_path) if no_image_path else set()
+    answered = imported_probe_ids(responses_path, fmt, probe_set.probes)
+    answered_blind = imported_probe_ids(no_image_path, fmt, probe_set.probes) if no_image_path else set()
     kept, unanswered = [], []
     for probe in probe_set.probes:
         ids = {probe.probe_id, probe.meta.get(RELEASE_ID_KEY, probe.probe_id)}

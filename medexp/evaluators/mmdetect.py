@@ -32,28 +32,46 @@ def _run(ctx: CellContext, probe_set, detector, fact_fields=None) -> DetectorRes
 
 def option_order(ctx: CellContext) -> DetectorResult:
     from medexp.detectors.option_order import option_order_detector
+
+    return _run(ctx, option_order_probes(ctx), option_order_detector)
+
+
+def option_order_probes(ctx: CellContext):
+    """Each multiple-choice example in canonical order and in ``detector.n_variants`` shuffles."""
     from medexp.probes.mmdetect import option_order_probe_set
 
-    return _run(ctx, option_order_probe_set(ctx.examples, ctx.cfg.detector, probe_seed(ctx)), option_order_detector)
+    return option_order_probe_set(ctx.examples, ctx.cfg.detector, probe_seed(ctx))
 
 
 def text_only(ctx: CellContext) -> DetectorResult:
     from medexp.detectors.text_only import text_only_detector
-    from medexp.probes.mmdetect import text_only_probe_set
 
     detector = ctx.cfg.detector
     fields = list(dict.fromkeys([*detector.strata, *detector.prior_by]))
-    return _run(ctx, text_only_probe_set(ctx.examples, detector), text_only_detector, fields)
+    return _run(ctx, text_only_probes(ctx), text_only_detector, fields)
+
+
+def text_only_probes(ctx: CellContext):
+    """Each multiple-choice example asked without its image."""
+    from medexp.probes.mmdetect import text_only_probe_set
+
+    return text_only_probe_set(ctx.examples, ctx.cfg.detector)
 
 
 def slot_guess(ctx: CellContext) -> DetectorResult:
-    from medexp.config.schemas import AnswerMode
     from medexp.detectors.slot_guess import slot_guess_detector
+
+    return _run(ctx, slot_guess_probes(ctx), slot_guess_detector)
+
+
+def slot_guess_probes(ctx: CellContext):
+    """The masked original and back-translated texts; as cloze tests when answered by likelihood."""
+    from medexp.config.schemas import AnswerMode
 
     probe_set = slot_guess_probe_set(ctx.examples, ctx.cfg.detector, probe_seed(ctx), ctx.cache_dir)
     if AnswerMode(ctx.cfg.detector.answer.mode) is AnswerMode.likelihood:
         probe_set = replace(probe_set, probes=cloze_probes(probe_set.probes))
-    return _run(ctx, probe_set, slot_guess_detector)
+    return probe_set
 
 
 def slot_guess_probe_set(examples: Sequence, cfg, seed: int, cache_dir: str | Path):

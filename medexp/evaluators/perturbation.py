@@ -17,19 +17,12 @@ log = logging.getLogger("medexp")
 
 
 def perturbation_gap(ctx: CellContext) -> DetectorResult:
-    from medexp.benchmarks.twins import pair_twins
     from medexp.config import listed_model_configs
     from medexp.detectors.answer_arms import probe_facts
     from medexp.detectors.perturbation_gap import perturbation_gap_detector
-    from medexp.probes.twins import twin_probes
 
-    bench = ctx.cfg.bench
-    pairing = pair_twins(ctx.examples, ctx.benchmark.skipped, ctx.twin, bench.twin,
-                         originals_complete=bench.max_examples is None, bench_name=str(bench.name))
-    probe_set = twin_probes(pairing.pairs)
-    if not probe_set.probes:
-        raise ValueError(f"detector=perturbation_gap: no pair of bench={bench.name} could be asked "
-                         f"(skipped: {probe_set.skip_counts()})")
+    pairing = _pairing(ctx)
+    probe_set = perturbation_probes(ctx, pairing)
     detector = ctx.cfg.detector
     responses = answers(ctx, probe_set.probes)
     metrics, warnings = gated(ctx, responses)
@@ -50,6 +43,26 @@ def perturbation_gap(ctx: CellContext) -> DetectorResult:
         probe_set.skipped, pairing.unpaired,
         {original.example_id: twin.example_id for original, twin in pairing.pairs}, references)
     return with_answer_counts(result, (metrics, warnings))
+
+
+def _pairing(ctx: CellContext):
+    """The cell's examples paired with their twins (the unpaired ones counted by reason)."""
+    from medexp.benchmarks.twins import pair_twins
+
+    bench = ctx.cfg.bench
+    return pair_twins(ctx.examples, ctx.benchmark.skipped, ctx.twin, bench.twin,
+                      originals_complete=bench.max_examples is None, bench_name=str(bench.name))
+
+
+def perturbation_probes(ctx: CellContext, pairing=None):
+    """Each original and its twin, asked alike; refused when no pair could be asked."""
+    from medexp.probes.twins import twin_probes
+
+    probe_set = twin_probes((pairing or _pairing(ctx)).pairs)
+    if not probe_set.probes:
+        raise ValueError(f"detector=perturbation_gap: no pair of bench={ctx.cfg.bench.name} could be asked "
+                         f"(skipped: {probe_set.skip_counts()})")
+    return probe_set
 
 
 def twin_pairs(cfg, load) -> PowerCount:

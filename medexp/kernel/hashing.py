@@ -30,3 +30,13 @@ def file_sha256(path: str | Path) -> str:
         for chunk in iter(lambda: handle.read(_CHUNK), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def directory_sha256(root: str | Path, exclude: tuple[str, ...] = ()) -> str:
+    """One digest over every file under ``root`` (relative path and content), in sorted order;
+    files named in ``exclude`` are left out."""
+    root = Path(root)
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.name not in exclude):
+        digest.update(f"{path.relative_to(root).as_posix()}\0{file_sha256(path)}\n".encode())
+    return digest.hexdigest()

@@ -242,8 +242,7 @@ def _finite(value: Any) -> float | None:
 
 def _joined(rows: list[_Row], path: Path, kind: ScoreKind, examples: Sequence[Example], bench_cfg, scores_cfg,
             model_name: str) -> RecordScores:
-    lookup = ItemLookup(tuple((ex.example_id, ex.question, ex.position) for ex in examples),
-                        IdScheme.from_config(bench_cfg))
+    lookup = ItemLookup.of_examples(examples, IdScheme.from_config(bench_cfg))
     by_id = {example.example_id: example for example in examples}
     join = ItemJoin(scores_cfg.join)
     skipped: dict[str, list[str]] = {}

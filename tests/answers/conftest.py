@@ -7,8 +7,10 @@ from typing import Optional
 
 import pytest
 
+from medexp.benchmarks.base import UPSTREAM_ID
 from medexp.config.schemas import AnswerConfig
 from medexp.probes import Probe
+from medexp.probes.choice import EXAMPLE_META
 from tests.answers.server import ChatServer
 
 OPTIONS = ("Pneumonia", "Pleural effusion", "Normal chest", "Cardiomegaly")
@@ -23,9 +25,16 @@ def choice_probe(example_id: str = "ex1", kind: str = "original", options=OPTION
 
 
 def text_probe(example_id: str = "ex1", kind: str = "slot_mask", gold: str = "effusion",
-               question: str = "Fill in the [MASK]: a left pleural [MASK].", image: Optional[Path] = None) -> Probe:
+               question: str = "Fill in the [MASK]: a left pleural [MASK].", image: Optional[Path] = None,
+               upstream=None) -> Probe:
+    """A free-text probe; ``upstream``: the release's id of its example, kept as the probe makers keep it."""
     return Probe(probe_id=f"{example_id}::{kind}", example_id=example_id, kind=kind, question=question, gold=gold,
-                 image=image)
+                 image=image, meta=released_as(upstream))
+
+
+def released_as(upstream) -> dict:
+    """A probe's meta holding its example's release id as probes made from examples do (none: empty)."""
+    return {} if upstream is None else {EXAMPLE_META: {UPSTREAM_ID: upstream}}
 
 
 def write_png(path: Path, seed: int = 0, size: int = 8) -> Path:

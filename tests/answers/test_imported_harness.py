@@ -12,7 +12,7 @@ import pytest
 
 from medexp.answers import import_model_responses, import_responses
 from medexp.config import compose
-from tests.answers.conftest import OPTIONS, choice_probe, text_probe
+from tests.answers.conftest import OPTIONS, choice_probe, released_as, text_probe
 
 QUESTIONS = ["What modality is used to take this image?", "Which organ is abnormal?",
              "Where is the liver?", "What modality is used to take this image?"]  # 0 and 3 share a text
@@ -21,8 +21,8 @@ ANSWERS = ["CT", "Lung", "Left", "MRI"]
 
 def slake_probes():
     """Original probes of four SLAKE questions (free text), the way the answering detectors make them."""
-    return [text_probe(example_id=f"slake::test::{11934 + i}", kind="original", gold=ANSWERS[i], question=QUESTIONS[i])
-            for i in range(4)]
+    return [text_probe(example_id=f"slake::test::{11934 + i}", kind="original", gold=ANSWERS[i], question=QUESTIONS[i],
+                       upstream=11934 + i) for i in range(4)]
 
 
 def lmms_eval_generation_line(doc_id: int, question: str, answer: str, qid: int, reply) -> str:
@@ -68,8 +68,8 @@ def vlmevalkit_sheet(rows: int = 4) -> pd.DataFrame:
 
 
 def mmstar_probes(rows: int = 4):
-    return [choice_probe(example_id=f"mmstar::test::{i}", gold="ABCD"[i % 4], question=f"Question {i}?")
-            for i in range(rows)]
+    return [choice_probe(example_id=f"mmstar::test::{i}", gold="ABCD"[i % 4], question=f"Question {i}?",
+                         meta=released_as(i)) for i in range(rows)]
 
 
 def test_a_vlmevalkit_tsv_sheet_joins_by_index_and_keeps_failed_rows_as_errors(tmp_path, answer_cfg):

@@ -55,7 +55,8 @@ def test_rows_in_shard_order_with_row_index_ids(hub_copy, tmp_path):
     assert [ex.position for ex in bench.examples] == list(range(10))
     assert [ex.question for ex in bench.examples] == [f"what is shown in image {row}?" for row in kept]
     assert bench.examples[4].answer == "yes" and bench.examples[5].answer == "tissue 6"
-    assert all(ex.meta == {} and ex.options is None for ex in bench.examples)
+    # the row index is the copy's own id, kept as the upstream id other tools' records join by
+    assert all(ex.meta == {"upstream_id": row} and ex.options is None for ex, row in zip(bench.examples, kept))
     assert [(skip.example_id, skip.kind) for skip in bench.skipped] == [("pathvqa::test::3", "corrupt image")]
 
 
@@ -96,9 +97,9 @@ def test_extra_columns_and_class_labels_go_to_meta(tmp_path):
     assert class_names(local_shards(root, "test")[0]) == {"answer_type": ["OPEN", "CLOSED"]}
     bench = load_benchmark_from_config(bench_cfg(root, name="vqa_rad"), tmp_path / "cache")
     assert [ex.meta for ex in bench.examples] == [
-        {"answer_type": "CLOSED", "phrase_type": "freeform"},
-        {"answer_type": "OPEN", "phrase_type": "para"},
-        {"answer_type": None, "phrase_type": None},  # ClassLabel -1 means "no label"
+        {"upstream_id": 0, "answer_type": "CLOSED", "phrase_type": "freeform"},
+        {"upstream_id": 1, "answer_type": "OPEN", "phrase_type": "para"},
+        {"upstream_id": 2, "answer_type": None, "phrase_type": None},  # ClassLabel -1 means "no label"
     ]
 
 

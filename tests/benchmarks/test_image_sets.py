@@ -94,7 +94,8 @@ def test_examples_are_image_only_with_decoded_labels(tmp_path):
         row = int(example.example_id.rsplit("::", 1)[1])
         assert example.question == "" and example.options is None
         assert example.answer == STYLES[row % 3]
-        assert example.meta == {"artist": f"artist{row % 5}", "genre": GENRES[row % 2], "style": STYLES[row % 3]}
+        assert example.meta == {"upstream_id": row, "artist": f"artist{row % 5}", "genre": GENRES[row % 2],
+                                "style": STYLES[row % 3]}
         assert example.image.read_bytes() == image_bytes(row)
     rows = [int(ex.example_id.rsplit("::", 1)[1]) for ex in bench.examples]
     assert rows == sorted(rows) and max(rows) < subsample_pool_size(10)  # streamed order, inside the pool

@@ -78,7 +78,7 @@ def test_options_and_gold_letters_map_to_text(release, tmp_path):
     assert examples["ACRIMA_0004"].answer == "Normal"  # "(A)"
     assert examples["ACRIMA_0002"].image == release / "Images" / "ACRIMA" / "2.png"
     assert examples["ACRIMA_0002"].meta == {
-        "dataset": "ACRIMA", "question_type": "Disease Diagnosis", "modality_type": "Fundus Photography",
+        "upstream_id": "ACRIMA_0002", "dataset": "ACRIMA", "question_type": "Disease Diagnosis", "modality_type": "Fundus Photography",
         "image_path": "Images/ACRIMA/2.png", "answer_letter": "B",
     }
 

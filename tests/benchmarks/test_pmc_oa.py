@@ -47,7 +47,7 @@ def test_captions_become_answers_in_file_order(tmp_path, zipped_as):
     assert [ex.example_id for ex in bench.examples] == ["pmc_oa::train::PMC2531090_F1.jpg", "pmc_oa::train::PMC1001010_F2.jpg"]
     assert [ex.answer for ex in bench.examples] == [FIGURES[0][1], FIGURES[2][1]]
     assert all(ex.question == "" for ex in bench.examples)
-    assert bench.examples[0].meta == {"pmcid": "PMC2531090"}
+    assert bench.examples[0].meta == {"upstream_id": "PMC2531090_F1.jpg", "pmcid": "PMC2531090"}
     assert bench.examples[1].image.read_bytes() == image_bytes(2, "JPEG")
     assert [(skip.example_id, skip.kind) for skip in bench.skipped] == [("pmc_oa::train::PMC1064082_F3.jpg", "corrupt image")]
 

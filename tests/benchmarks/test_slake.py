@@ -38,8 +38,10 @@ def test_example_fields_come_from_the_record(release, tmp_path):
         assert example.image == release / "imgs" / record["img_name"]
         assert example.options is None
         assert {key: example.meta[key] for key in META_FIELDS} == {key: record[key] for key in META_FIELDS}
+        assert example.meta["upstream_id"] == record["qid"]  # the release's own id, as other tools name it
     assert set(bench.examples[0].meta) == {
-        "answer_type", "content_type", "modality", "location", "base_type", "img_name", "q_lang", "roi_boxes", "roi_mask"
+        "upstream_id", "answer_type", "content_type", "modality", "location", "base_type", "img_name", "q_lang",
+        "roi_boxes", "roi_mask"
     }
 
 

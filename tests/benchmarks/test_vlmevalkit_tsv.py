@@ -41,7 +41,7 @@ def test_base64_rows_become_examples_with_option_texts_and_stored_images(tmp_pat
     assert first.options == ("nodule", "effusion", "normal", "fracture") and first.answer == "effusion"
     assert second.options == ("yes", "no") and second.answer == "yes"
     assert third.options == ("one", "two", "three") and third.answer == "three"
-    assert first.meta == {"hint": "A chest radiograph.", "category": "finding", "l2-category": "chest",
+    assert first.meta == {"upstream_id": "10", "hint": "A chest radiograph.", "category": "finding", "l2-category": "chest",
                           "answer_letter": "B"}
     assert second.meta["hint"] is None and second.meta["l2-category"] is None
     # decoded once into the content-addressed store; the referencing row shares the file

@@ -28,7 +28,7 @@ LAYERS = (
     ("controls", "images", "train", "report"),
     ("evaluators",),
     ("runner",),
-    ("__main__", "inspect", "refine", "power", "plan"),
+    ("__main__", "inspect", "refine", "power", "plan", "export"),
 )
 LAYER_OF = {name: level for level, names in enumerate(LAYERS) for name in names}
 

@@ -39,6 +39,8 @@ def test_every_shipped_model_is_listed_under_its_configs_cache_entry():
     for name in shipped.SHIPPED_MODELS:
         assert listed[_entry(name)]["model"] == name
     assert sorted(path.name for path in shipped.SHIPPED_ROOT.glob("model-*")) == sorted(listed)
+    for listing in listed.values():  # each entry names the CPU that trained it (they differ between entries)
+        assert {"cpu", "vendor", "family", "model", "isa", "torch", "kernels"} <= set(listing["trained_on"])
 
 
 def test_shipped_files_are_the_listed_bytes():
@@ -53,9 +55,9 @@ def test_shipped_files_are_the_listed_bytes():
 
 
 def test_docs_name_the_shipped_weights():
-    """docs/portability.md lists each quick-start model's weights digest: the text a user checks."""
+    """docs/portability.md lists the quick-start and answering models' weights digests: the text a user checks."""
     text = (REPO / "docs" / "portability.md").read_text()
-    for name in ("demo_clean", "demo_leaky"):
+    for name in ("demo_clean", "demo_leaky", "demo_clean_mc", "demo_leaky_mc"):
         digest = shipped.shipped_entry(_entry(name))["files"]["model.safetensors"]
         assert f"`{digest[:16]}" in text, name
 
@@ -99,6 +101,29 @@ def shipped_copy(tmp_path, monkeypatch):
     monkeypatch.setattr(shipped, "SHIPPED_ROOT", copy)
     monkeypatch.setattr(shipped, "DIGESTS_FILE", copy / "SHA256SUMS.json")
     return copy
+
+
+def test_an_update_replaces_only_the_rebuilt_models(tmp_path, shipped_copy, demo_cache, monkeypatch):
+    """``rebuild --update demo_clean`` on another CPU rewrites demo_clean's files and listing, with
+    that CPU, and keeps every other shipped model and the CPU it was trained on."""
+    monkeypatch.setattr(rebuild, "SHIPPED_ROOT", shipped_copy)
+    monkeypatch.setattr(rebuild, "DIGESTS_FILE", shipped_copy / "SHA256SUMS.json")
+    generate = rebuild.demo_benchmark_root
+    monkeypatch.setattr(rebuild, "demo_benchmark_root", lambda bench, _cache: generate(bench, demo_cache))
+    entry = _entry("demo_clean")
+    built = tmp_path / "cache" / "demo" / entry
+    shutil.copytree(shipped_copy / entry, built)
+    (built / "model.safetensors").write_bytes(b"weights trained on another CPU")
+    before = shipped.shipped_digests()["models"]
+    rebuild._update({"demo_clean": built})
+    after = shipped.shipped_digests()["models"]
+    assert after[entry]["files"]["model.safetensors"] == shipped.file_sha256(built / "model.safetensors")
+    assert after[entry]["bench_sha256"] == before[entry]["bench_sha256"]
+    assert after[entry]["trained_on"]["cpu"] == shipped.cpu_description()["cpu"]
+    assert {key: value for key, value in after.items() if key != entry} == {
+        key: value for key, value in before.items() if key != entry}
+    assert sorted(path.name for path in shipped_copy.glob("model-*")) == sorted(after)
+    assert (shipped_copy / entry / "model.safetensors").read_bytes() == b"weights trained on another CPU"
 
 
 def test_a_damaged_shipped_file_is_refused_naming_both_digests(tmp_path, shipped_copy, no_training):

@@ -73,7 +73,7 @@ class ItemJoin(str, Enum):
     (medexp.benchmarks.external_ids.ItemLookup)."""
 
     external_id = "external_id"  # <bench>::<split>::<id> in the bench's external_ids scheme (or medexp's own)
-    source_id = "source_id"  # the upstream id alone (SLAKE's qid): the last part of medexp's id
+    source_id = "source_id"  # the release's own id (SLAKE's or VQA-RAD's qid), the example's meta upstream_id
     position = "position"  # the 0-based index in the released order (lmms-eval's doc_id over the same split)
     question = "question"  # the question text (whitespace and <image> placeholders aside); a text two examples share is ambiguous
 
@@ -82,6 +82,8 @@ class ResponsesFormat(str, Enum):
     """How a file of replies made elsewhere is laid out (medexp.answers.imported)."""
 
     medexp = "medexp"  # JSONL, one object per line naming its probe_id (medexp's and MedVIGIL's harness)
+    jsonl = "jsonl"  # the same JSONL, by the name python -m medexp.export gives the format
+    openai_batch = "openai_batch"  # the OpenAI Batch API's output JSONL (also vLLM's run_batch output)
     lmms_eval = "lmms_eval"  # lmms-eval --log_samples samples_*.jsonl of a generation task
     vlmevalkit = "vlmevalkit"  # VLMEvalKit's prediction sheet (.xlsx, .tsv, .csv): the dataset's columns and prediction
     llava_med = "llava_med"  # LLaVA-Med's answer JSONL: question_id, prompt, text, answer_id, model_id, metadata
@@ -189,12 +191,16 @@ class ModelConfig:
     # Before the first probe, GET <base_url>/models: the endpoint answers, accepts the key and
     # serves the model id (a server without that route is asked anyway). false: no pre-flight.
     preflight: bool = True
-    # family responses: a JSONL file of answers produced elsewhere (medexp.answers.imported).
+    # family responses: a file (or a folder) of answers produced elsewhere (medexp.answers.imported).
     responses_path: Optional[str] = None
-    # Who wrote the file: medexp (lines name probe ids), or a harness whose lines name the item its
-    # own way, joined to the cell's original probes by `responses_join` over `responses_id_field`
-    # (None: the format's own id field, lmms_eval doc.question, vlmevalkit index, llava_med question_id).
+    # Who wrote the file (medexp.answers.formats): replies to a probe set python -m medexp.export wrote
+    # name every probe by its id; a harness's own file (run on the release) names the item its own way,
+    # joined to the cell's original probes by `responses_join` over `responses_id_field` (None: the
+    # format's own id field, lmms_eval doc.question, vlmevalkit index, llava_med question_id).
     responses_format: ResponsesFormat = ResponsesFormat.medexp
+    # The manifest.json of the export the replies answer (None: the one beside the reply file or in a
+    # folder above it, if any): the cell's probe set and request settings must be the export's.
+    responses_manifest: Optional[str] = None
     responses_id_field: Optional[str] = None
     responses_join: Optional[ItemJoin] = None  # None: the format's (question for lmms_eval, source_id otherwise)
     # MedVIGIL's matched no-image file (<model>__mcq_noimg.jsonl): its lines, named by the original

@@ -1,0 +1,257 @@
+"""What every harness format shares: the export request, the reply records its reader yields,
+bad lines, the images it writes, and how a harness's own file joins the cell's original probes.
+
+A format writes a cell's probe set for a harness (:class:`Export`) and reads the harness's output
+back into *reply records*: ``(line number, "<file>:<line>", record)`` where the record names its
+probe (``probe_id``), holds the raw reply under :data:`REPLY` and optionally ``status`` (a status
+word of :mod:`medexp.answers.imported`, an :class:`~medexp.answers.table.ErrorCause` value among
+them), ``error`` (the message of an error) and :data:`PROBE_SET` (the probe set the row says it
+answers). :mod:`medexp.answers.imported` turns records into response rows, the same for every format.
+
+A file a format wrote names every probe by its probe id, whatever its arm; a harness's own file
+(run on the release, not on an export) names items its own way, and each of its lines answers the
+*original* probe of the example it names (:func:`join_originals`), by the release's id or by the
+question text; a line naming no example or several is a bad line, never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+log = logging.getLogger("medexp")
+
+REPLY = "response"  # the record field holding a harness line's raw reply
+PROBE_SET = "probe_set"  # the field (column, doc key) of an exported row naming its probe set's hash
+PROBE_ID = "probe_id"  # the field (column, doc key) of an exported row naming its probe
+IMAGES = "images"  # the folder of an export holding the probes' images, by content
+ORIGINAL_KINDS = ("original",)  # a harness run on the release asked each question as released
+
+ReplyRecord = tuple[int, str, dict]
+
+
+class BadLine(ValueError):
+    """A line a reader skips (and counts): its message starts with the file and line; ``number``:
+    its line (or row) number, which orders the count."""
+
+    def __init__(self, where: str, reason: str, detail: str, number: int = 0):
+        super().__init__(f"{where}: {reason}: {detail}")
+        self.where, self.reason, self.number = where, reason, number
+
+
+@dataclass
+class BadLines:
+    """The skipped lines of one imported file, by reason, in file order (the answering layer's own
+    count; the benchmark loaders count their skipped rows through theirs)."""
+
+    path: Path
+    lines: list[BadLine] = field(default_factory=list)
+
+    def add(self, line: BadLine) -> None:
+        self.lines.append(line)
+        self.lines.sort(key=lambda bad: bad.number)
+
+    def counts(self) -> dict[str, int]:
+        return dict(Counter(line.reason for line in self.lines))
+
+    def log(self) -> None:
+        if self.lines:
+            log.warning("%s: %d bad line(s) skipped (%s); first: %s", self.path, len(self.lines),
+                        ", ".join(f"{reason} {count}" for reason, count in self.counts().items()), self.lines[0])
+
+
+@dataclass(frozen=True)
+class Export:
+    """What a format writes: the probes (in the cell's order), the answer settings that render
+    them, the folder, a name for the dataset or task (``medexp_<bench>_<detector>_<hash>``), the
+    probe set's content hash, and the model id a request names (OpenAI Batch)."""
+
+    probes: Sequence
+    answer_cfg: Any
+    out: Path
+    name: str
+    probe_set: str
+    model_id: str
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a reader is handed: the reply file (or a folder of them), the cell's probes, the id
+    field and join a harness's own file is read with (None: the format's), and the bad lines."""
+
+    path: Path
+    probes: Sequence
+    id_field: Optional[str]
+    join: Any  # ItemJoin or None
+    bad: BadLines
+
+
+WORDING = ("system_prompt", "choice_template", "option_line", "free_text_template")  # answer settings of the prompt text
+DECODING = ("max_new_tokens", "temperature", "allow_sampling", "seed")  # answer settings of the decoding
+
+
+@dataclass(frozen=True)
+class HarnessFormat:
+    """A format: its name, what it writes for the harness, what the harness gives back, its writer
+    and reader, and which answer settings its files carry to the model (the wording of the prompt,
+    the decoding): replies to an export answer requests made with those of its settings, so an
+    importing cell must hold the same; the others the harness chooses itself."""
+
+    name: str
+    writes: str  # what the export holds, in words
+    reply_file: str  # what model.responses_path names, in words
+    write: Callable[[Export], list[Path]]
+    read: Callable[[Reading], Iterator[ReplyRecord]]
+    carries: tuple[str, ...] = WORDING
+
+
+def json_lines(path: Path, bad: Optional[BadLines]) -> Iterator[ReplyRecord]:
+    """``(line number, "<file>:<line>", object)`` of every JSON-object line (blank lines left
+    out; a byte-order mark read as every reader reads it); the other lines go to ``bad``."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            where = f"{path}:{number}"
+            try:
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as error:
+                _add(bad, BadLine(where, "not UTF-8", f"{error.reason} at byte {error.start}", number))
+                continue
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                _add(bad, BadLine(where, "not JSON", f"{error.msg} at column {error.colno}", number))
+                continue
+            if not isinstance(record, dict):
+                _add(bad, BadLine(where, "not a JSON object", f"a JSON {type(record).__name__}", number))
+                continue
+            yield number, where, record
+
+
+def _add(bad: Optional[BadLines], line: BadLine) -> None:
+    if bad is not None:
+        bad.add(line)
+
+
+def write_json_lines(path: Path, records: Iterable[dict]) -> Path:
+    """``records`` as JSON lines (UTF-8, one object per line), written with :func:`write_text`."""
+    return write_text(path, "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records))
+
+
+def write_text(path: Path, text: str) -> Path:
+    """``text`` written atomically, readable by everyone (a harness may run as another user)."""
+    from medexp.kernel.atomic import atomic_write_bytes
+
+    atomic_write_bytes(path, text.encode("utf-8"))
+    path.chmod(0o644)
+    return path
+
+
+def copy_images(probes: Sequence, out: Path) -> dict[str, str]:
+    """Each distinct probe image copied into ``out/images/`` under its content hash (derived images
+    included), as a path relative to ``out`` by probe id; probes without an image are left out."""
+    from medexp.kernel.hashing import file_sha256
+
+    folder = out / IMAGES
+    folder.mkdir(parents=True, exist_ok=True)
+    by_source: dict[Path, str] = {}
+    names: dict[str, str] = {}
+    for probe in probes:
+        if probe.image is None:
+            continue
+        source = Path(probe.image)
+        if source not in by_source:
+            name = f"{file_sha256(source)}{source.suffix.lower()}"
+            target = folder / name
+            if not target.exists():
+                shutil.copyfile(source, target)
+                target.chmod(0o644)
+            by_source[source] = f"{IMAGES}/{name}"
+        names[probe.probe_id] = by_source[source]
+    return names
+
+
+def files_under(path: Path, pattern: str) -> list[Path]:
+    """``path`` itself, or the files under the folder ``path`` matching ``pattern`` (sorted); an
+    error naming the folder when none does."""
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise FileNotFoundError(f"no reply file or folder at {path}")
+    found = sorted(candidate for candidate in path.rglob(pattern) if candidate.is_file())
+    if not found:
+        raise FileNotFoundError(f"{path}: no reply file matching {pattern!r} in this folder")
+    return found
+
+
+def exported_record(probe_id: Any, reply: Any, where: str, probe_set: Any = None,
+                    status: Optional[str] = None, error: Optional[str] = None) -> dict:
+    """The reply record of a line answering an exported probe (see the module docstring)."""
+    record = {PROBE_ID: str(probe_id), REPLY: reply}
+    if probe_set is not None:
+        record[PROBE_SET] = str(probe_set)
+    if status is not None:
+        record["status"], record["error"] = status, error
+    return record
+
+
+def join_originals(reading: Reading, rows: Iterable[tuple[int, str, dict]], default: tuple[str, str],
+                   reply_of: Callable[[dict], tuple[Any, Optional[str]]]) -> Iterator[ReplyRecord]:
+    """Reply records of a harness's own file: each row answers the original probe of the example
+    it names by ``reading.id_field`` under ``reading.join`` (``default``: the format's field and
+    join); ``reply_of(row)`` is its reply and the error it records instead. A row naming no
+    example (``unmatched``), several (``ambiguous``), none at all (``no id``) or without a text
+    reply (``no reply field``) is a bad line."""
+    from medexp.benchmarks.external_ids import IdScheme, ItemLookup, dotted_field
+    from medexp.config.schemas.model import ItemJoin
+
+    id_field, join = reading.id_field or default[0], ItemJoin(reading.join or default[1])
+    originals = [probe for probe in reading.probes if probe.kind in ORIGINAL_KINDS]
+    if not originals:
+        raise ValueError(f"{reading.path}: a harness's own file answers the questions as released, and this cell has "
+                         f"no original probe (kinds: {sorted({probe.kind for probe in reading.probes})})")
+    if join is ItemJoin.position:
+        raise ValueError(f"{reading.path}: responses_join=position needs the released order, which a probe set does "
+                         "not carry; join by source_id (the release's id) or question")
+    name = originals[0].example_id.split("::", 1)[0]
+    lookup = ItemLookup(tuple((probe.example_id, probe.question, None, upstream_id(probe)) for probe in originals),
+                        IdScheme(name, name))
+    by_example = {probe.example_id: probe for probe in originals}
+    for number, where, row in rows:
+        identifier = dotted_field(row, id_field)
+        if identifier is None or (isinstance(identifier, str) and not identifier.strip()):
+            reading.bad.add(BadLine(where, "no id", f"no {id_field!r} in {sorted(row)}", number))
+            continue
+        example_id, reason = lookup.find(identifier, join)
+        if example_id is None:
+            what = "no" if reason == "unmatched" else "more than one"
+            reading.bad.add(BadLine(where, reason, f"{id_field}={identifier!r} names {what} original probe of this "
+                                                   f"cell (join={join.value})", number))
+            continue
+        reply, error = reply_of(row)
+        if not isinstance(reply, str):
+            reading.bad.add(BadLine(where, "no reply field", "no text reply in this line", number))
+            continue
+        status = ("error", error) if error is not None else (None, None)
+        yield number, where, exported_record(by_example[example_id].probe_id, reply, where, None, *status)
+
+
+def upstream_id(probe) -> Any:
+    """The release's id of the example a probe was made from (the example's meta upstream_id, which
+    probes keep with the example's other scalar fields), or None."""
+    from medexp.benchmarks.base import UPSTREAM_ID
+    from medexp.probes.choice import EXAMPLE_META
+
+    return probe.meta.get(EXAMPLE_META, {}).get(UPSTREAM_ID)
+
+
+def by_probe_id(reading: Reading) -> dict[str, Any]:
+    """The cell's probes by probe id."""
+    return {probe.probe_id: probe for probe in reading.probes}

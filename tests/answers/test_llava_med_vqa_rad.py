@@ -1,0 +1,118 @@
+"""A LLaVA-Med answer file on VQA-RAD, in the exact form of LLaVA-Med's published ones (issue 48):
+JSONL lines of ``question_id`` (the release's integer qid, e.g. ``10``), ``prompt`` (the question,
+with LLaVA-Med's option list appended to a closed one), ``text`` (the reply, sentences included,
+some opening with a ``Human:`` turn marker), ``answer_id``, ``model_id`` and ``metadata``, against
+the OSF release with its real counts (451 test questions, 272 of them closed; 7 question texts
+asked of two images each). It joins every line by default, by the release's own id; by question
+text the appended options are set aside and only the 7 shared texts stay out, counted."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from medexp.answers import import_model_responses
+from medexp.benchmarks import load_benchmark_from_config
+from medexp.config import compose
+from medexp.probes.twins import question_probe
+from tests.benchmarks.upstream import vqa_rad_release_records, write_vqa_rad
+
+CLOSED_SUFFIX = " Please choose from the following two options: [yes, no]"
+SHARED_TEXTS = ("Is this an MRI?", "Is there a fracture?", "Is the heart enlarged?", "Is this a CT scan?",
+                "Is there free air?", "Is the liver normal?", "Are the lungs clear?")
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    """The OSF release with the real counts; 7 closed question texts each asked of two test images."""
+    records = vqa_rad_release_records()
+    closed_test = [record for record in records if record["phrase_type"].startswith("test")
+                   and record["answer_type"].strip() == "CLOSED"]
+    for number, text in enumerate(SHARED_TEXTS):
+        for record in closed_test[2 * number: 2 * number + 2]:
+            record["question"] = text
+    root = write_vqa_rad(tmp_path_factory.mktemp("vqa_rad"), records)
+    cache = tmp_path_factory.mktemp("cache")
+    bench = compose(["bench=vqa_rad", f"bench.root={root}", f"paths.cache_dir={cache}"]).bench
+    examples = load_benchmark_from_config(bench, cache).examples
+    return root, cache, {example.meta["qid"]: example for example in examples}
+
+
+def reply_for(example, number: int) -> str:
+    """What LLaVA-Med wrote: the answer, a sentence, or a turn of the conversation it continued."""
+    if example.meta["answer_type"] != "CLOSED":
+        return example.answer if number % 3 else "I am not sure."
+    return ("Yes" if number % 4 == 0 else "No." if number % 4 == 1
+            else "Human: Based on the chest X-ray, there is no evidence of an aortic aneurysm." if number % 4 == 2
+            else "Based on the image, yes.")
+
+
+def llava_med_file(path, examples, prompt=lambda example: example.question) -> None:
+    lines = []
+    for number, example in enumerate(examples):
+        closed = example.meta["answer_type"] == "CLOSED"
+        lines.append(json.dumps({
+            "question_id": example.meta["qid"],  # the integer qid, as LLaVA-Med's question file has it
+            "prompt": prompt(example) + (CLOSED_SUFFIX if closed else ""),
+            "text": reply_for(example, number), "answer_id": f"{number:022d}",
+            "model_id": "llava-med-v1.5-mistral-7b", "metadata": {}}))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def imported(path, examples, *overrides):
+    model = compose(["model=responses", "model.name=llava_med", f"model.responses_path={path}",
+                     "model.responses_format=llava_med", *overrides]).model
+    answer = compose(["detector=perturbation_gap"]).detector.answer
+    return import_model_responses([question_probe(example) for example in examples], model, answer)
+
+
+def test_every_line_of_a_llava_med_answer_file_joins_by_the_releases_qid(release, tmp_path, caplog):
+    root, _, by_qid = release
+    examples = list(by_qid.values())
+    assert len(examples) == 451 and sum(example.meta["answer_type"] == "CLOSED" for example in examples) == 272
+    path = tmp_path / "test-answer-file.jsonl"
+    llava_med_file(path, examples)
+    with caplog.at_level(logging.WARNING, logger="medexp"):
+        table = imported(path, examples)
+    assert "bad line" not in caplog.text and "no imported response" not in caplog.text
+    assert list(table["status"]) == ["ok"] * 451  # every line joined, every reply judged
+    # judged by the parser: a sentence is an answer, and under exact matching not the gold "No"
+    closed = [example for example in examples if example.meta["answer_type"] == "CLOSED"]
+    expected_right = sum(reply_for(example, number).rstrip(".").lower() == example.answer.lower()
+                         for number, example in enumerate(examples))
+    assert int(table["correct"].sum()) == expected_right
+    sentences = table["response"].str.startswith("Human: Based on")
+    assert sentences.sum() == sum(number % 4 == 2 for number, example in enumerate(examples)
+                                  if example.meta["answer_type"] == "CLOSED") > 0
+    assert not table.loc[sentences, "correct"].any() and len(closed) == 272
+
+
+def test_joined_by_question_text_the_appended_options_are_set_aside_and_shared_texts_counted(release, tmp_path, caplog):
+    _, _, by_qid = release
+    examples = list(by_qid.values())
+    path = tmp_path / "test-answer-file.jsonl"
+    llava_med_file(path, examples, prompt=lambda example: f"<image>\n{example.question}")
+    with caplog.at_level(logging.WARNING, logger="medexp"):
+        table = imported(path, examples, "model.responses_id_field=prompt", "model.responses_join=question")
+    assert "14 bad line(s) skipped (ambiguous 14)" in caplog.text
+    assert (table["status"] == "ok").sum() == 451 - 14
+    assert set(table.loc[table["status"] == "error", "error_cause"]) == {"not_imported"}
+
+
+def test_a_partial_or_foreign_answer_file_says_so_with_counts(release, tmp_path, caplog):
+    _, _, by_qid = release
+    examples = list(by_qid.values())
+    partial = tmp_path / "partial.jsonl"
+    llava_med_file(partial, examples[:300])
+    with caplog.at_level(logging.WARNING, logger="medexp"):
+        table = imported(partial, examples)
+    assert "151 of 451 probes have no imported response" in caplog.text
+    assert (table["error_cause"] == "not_imported").sum() == 151
+    foreign = tmp_path / "pathvqa-answers.jsonl"
+    foreign.write_text("".join(json.dumps({"question_id": 90000 + i, "prompt": "What is shown?", "text": "tissue"}) + "\n"
+                               for i in range(5)))
+    with pytest.raises(ValueError, match=r"no usable line, 5 bad line\(s\) \(\{'unmatched': 5\}\); first: .*"
+                                         r"question_id=90000 names no original probe"):
+        imported(foreign, examples)
