@@ -1,6 +1,8 @@
 """The audit's chain end to end on a small offline demo: image_nn's flags (the demo corpus's planted
 near-duplicates, perceptual hash, no weights) feed overlap_gap_answers, whose model is a scripted
-OpenAI-compatible server, through ``run_cell`` exactly as ``python -m medexp`` runs it.
+OpenAI-compatible server, through ``run_cell`` exactly as ``python -m medexp`` runs it, and the same
+probes exported for a harness (``python -m medexp.export``), answered outside medexp and imported
+(``model=responses``).
 
 The server has "memorised" the questions of the test images that have a planted copy in the corpus
 (it answers them right) and answers every other question wrong; an honest server, the baseline,
@@ -11,15 +13,22 @@ settings did not change, is computed again with the new flags instead of reusing
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
 from medexp.config import compose
+from medexp.export import main as export_main
 from medexp.runner.cell_run import run_cell
 from tests.answers.server import ChatServer, option_texts
 from tests.detectors.test_overlap_gap import _mde
+
+HARNESS = Path(__file__).resolve().parents[1] / "harness"
 
 pytestmark = pytest.mark.slow  # about 30 s on 2 busy cores: the small demo and its corpus are generated and hashed
 
@@ -86,7 +95,7 @@ def _served(server, name: str) -> list[str]:
             "model.max_retries=0"]
 
 
-def test_image_nn_flags_feed_the_answer_gap_of_a_served_model_and_new_flags_are_never_stale(demo):
+def test_image_nn_flags_feed_the_answer_gap_of_a_served_and_an_imported_model_and_new_flags_are_never_stale(demo):
     flags = demo.flags_of_image_nn()
     planted, distractors = _planted_corpus_rows(demo.cache)
     memorised = {f"demo::{row.meta['duplicate_of']}" for row in planted}
@@ -94,8 +103,9 @@ def test_image_nn_flags_feed_the_answer_gap_of_a_served_model_and_new_flags_are_
     memorising, honest = _server_rules(demo.cache, memorised)
     with ChatServer(answer=memorising) as server, ChatServer(answer=honest) as clean:
         baseline = f"'openai_compatible name=honest base_url={clean.base_url} max_retries=0'"
-        gap_cell = ["detector=overlap_gap_answers", *_corpus("detector.flags.image_nn"), *_served(server, "memoriser"),
-                    f"detector.baseline={baseline}", "detector.n_permutations=2000", "detector.n_resamples=500"]
+        detector = ["detector=overlap_gap_answers", *_corpus("detector.flags.image_nn"), f"detector.baseline={baseline}",
+                    "detector.n_permutations=2000", "detector.n_resamples=500"]
+        gap_cell = [*detector, *_served(server, "memoriser")]
         first = demo(*gap_cell)
         assert first.cell_key == "model=memoriser,bench=demo,detector=overlap_gap_answers-image_nn-phash-demo,control=none"
 
@@ -118,6 +128,21 @@ def test_image_nn_flags_feed_the_answer_gap_of_a_served_model_and_new_flags_are_
         assert metrics["n_answered"] == N_TEST and metrics["baseline.n_answered"] == N_TEST
         asked = len(server.requests)
         assert asked == N_TEST
+
+        # The same probes exported for a harness, answered outside medexp through the same server
+        # and imported (model=responses): the same gap, interval, p-value and MDE
+        root, out = server.base_url.removesuffix("/v1"), demo.cache.parent / "export"
+        assert export_main([f"paths.cache_dir={demo.cache}", *SMALL_DEMO, *detector, "format=openai_batch",
+                            f"out={out}", "model_id=memoriser"]) == 0
+        subprocess.run([sys.executable, HARNESS / "answer_batch.py", out / "requests.jsonl", root,
+                        out / "output.jsonl"], check=True, timeout=300)
+        imported = demo("model=responses", "model.name=memoriser", "model.responses_format=openai_batch",
+                        f"model.responses_path={out / 'output.jsonl'}", *detector)
+        assert imported.status == "FINISHED" and imported.run_id != first.run_id
+        for name in ("gap", "gap_ci_low", "gap_ci_high", "p_value", "mde", "mde_gap", "underpowered",
+                     "gap_minus_baseline", "flags_n_images_flagged", "n_answered"):
+            assert imported.metrics[name] == metrics[name], name
+        asked = len(server.requests)
 
         # One planted copy becomes a distractor's bytes: its test image loses its near-duplicate. The
         # gap cell's settings are unchanged; only its flags are not.
