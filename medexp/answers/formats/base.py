@@ -174,9 +174,9 @@ def files_under(path: Path, pattern: str) -> list[Path]:
     return found
 
 
-def exported_record(probe_id: Any, reply: Any, where: str, probe_set: Any = None,
-                    status: Optional[str] = None, error: Optional[str] = None) -> dict:
-    """The reply record of a line answering an exported probe (see the module docstring)."""
+def reply_record(probe_id: Any, reply: Any, probe_set: Any = None, status: Optional[str] = None,
+                 error: Optional[str] = None) -> dict:
+    """The reply record naming ``probe_id`` (see the module docstring)."""
     record = {PROBE_ID: str(probe_id), REPLY: reply}
     if probe_set is not None:
         record[PROBE_SET] = str(probe_set)
@@ -223,7 +223,7 @@ def join_originals(reading: Reading, rows: Iterable[tuple[int, str, dict]], defa
             reading.bad.add(BadLine(where, "no reply field", "no text reply in this line", number))
             continue
         status = ("error", error) if error is not None else (None, None)
-        yield number, where, exported_record(by_example[example_id].probe_id, reply, where, None, *status)
+        yield number, where, reply_record(by_example[example_id].probe_id, reply, None, *status)
 
 
 def upstream_id(probe) -> Any:
