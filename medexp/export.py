@@ -37,16 +37,10 @@ OPTIONS = ("format", "out", "model_id")
 def split_arguments(args: list[str]) -> tuple[list[str], dict[str, Any]]:
     """Hydra overrides and the command's options (``format=``, ``out=``, ``model_id=``)."""
     from medexp.answers.formats import harness_format
+    from medexp.config.command_line import split_named_options
 
-    overrides, options = [], dict.fromkeys(OPTIONS)
-    for arg in args:
-        name, _, value = arg.partition("=")
-        if name in OPTIONS:
-            if not value:
-                raise ValueError(f"{name} needs a value: {name}=<...>")
-            options[name] = value
-        else:
-            overrides.append(arg)
+    overrides, given = split_named_options(args, OPTIONS)
+    options = {**dict.fromkeys(OPTIONS), **given}
     for name in ("format", "out"):
         if options[name] is None:
             raise ValueError(f"name the {'harness format' if name == 'format' else 'output folder'} with {name}=<...>")

@@ -263,16 +263,9 @@ def external_join(benchmark, bench_cfg, path: str, id_column: str, out: str | No
 
 def _split_options(args: list[str]) -> tuple[list[str], dict[str, str]]:
     """Hydra overrides and the ``--join*`` options (``--name=value``)."""
-    overrides, options = [], {}
-    for arg in args:
-        name, _, value = arg.partition("=")
-        if name in _OPTIONS:
-            if not value:
-                raise ValueError(f"{name} needs a value: {name}=<...>")
-            options[name] = value
-        else:
-            overrides.append(arg)
-    return overrides, options
+    from medexp.config.command_line import split_named_options
+
+    return split_named_options(args, _OPTIONS)
 
 
 def _split_prompt_options(args: list[str]) -> tuple[list[str], dict[str, str]]:

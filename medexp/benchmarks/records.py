@@ -15,7 +15,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Iterator, Optional
 
 from medexp.benchmarks.base import UPSTREAM_ID, Benchmark, Example, SkippedExample
 from medexp.benchmarks.images import image_problem
@@ -213,31 +213,48 @@ def problem_row(problem: RowProblem | str, where: str, source_id: Any = None) ->
     return SourceRow(source_id=source_id, question="", answer="", problem=str(problem), where=where)
 
 
-def jsonl_records(path: Path) -> Iterable[tuple[str, dict | RowProblem]]:
-    """``("<file>:<line>", record)`` for every non-blank line of a JSONL file, lazily.
+@dataclass(frozen=True)
+class LineProblem:
+    """Why a line of a JSONL file holds no JSON object: ``reason`` ("not UTF-8", "not JSON", "not a
+    JSON object") and the decoder's ``detail``."""
 
-    A byte-order mark is accepted, as by every reader (utf-8-sig). A line that is not UTF-8, not
-    valid JSON or not a JSON object gives a :class:`RowProblem` ("malformed row", naming the file
-    and line) in place of its record.
-    """
+    reason: str
+    detail: str
+
+
+def json_object_lines(path: Path) -> Iterator[tuple[int, str, dict | LineProblem]]:
+    """``(line number, "<file>:<line>", object)`` for every non-blank line of a JSONL file, lazily,
+    the object replaced by a :class:`LineProblem` on a line that holds none. A byte-order mark is
+    accepted, as by every reader (utf-8-sig)."""
     with path.open("rb") as handle:
         for line_number, raw in enumerate(handle, start=1):
             where = f"{path}:{line_number}"
             try:
                 line = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
             except UnicodeDecodeError as error:
-                yield where, RowProblem(f"{MALFORMED_ROW}: {where}: not UTF-8 text ({error.reason} at byte {error.start})")
+                yield line_number, where, LineProblem("not UTF-8", f"{error.reason} at byte {error.start}")
                 continue
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as error:
-                yield where, RowProblem(f"{MALFORMED_ROW}: {where}: malformed JSON: {error.msg} (column {error.colno})")
+                yield line_number, where, LineProblem("not JSON", f"{error.msg} (column {error.colno})")
                 continue
             if not isinstance(record, dict):
-                yield where, RowProblem(f"{MALFORMED_ROW}: {where}: expected a JSON object, got {type(record).__name__}")
+                yield line_number, where, LineProblem("not a JSON object", f"a JSON {type(record).__name__}")
                 continue
+            yield line_number, where, record
+
+
+def jsonl_records(path: Path) -> Iterable[tuple[str, dict | RowProblem]]:
+    """``("<file>:<line>", record)`` for every non-blank line of a JSONL file, lazily; a line that
+    is not UTF-8, not valid JSON or not a JSON object gives a :class:`RowProblem` ("malformed
+    row", naming the file and line) in place of its record."""
+    for _, where, record in json_object_lines(path):
+        if isinstance(record, LineProblem):
+            yield where, RowProblem(f"{MALFORMED_ROW}: {where}: {record.reason}: {record.detail}")
+        else:
             yield where, record
 
 

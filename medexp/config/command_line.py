@@ -69,3 +69,18 @@ def compose_checked(overrides: list[str]):
     cfg = compose(overrides)
     validate(cfg)
     return cfg
+
+
+def split_named_options(args: list[str], names: tuple[str, ...]) -> tuple[list[str], dict[str, str]]:
+    """Hydra overrides and the command's own ``<name>=<value>`` options among ``names`` (a
+    ValueError for one without a value)."""
+    overrides, options = [], {}
+    for arg in args:
+        name, _, value = arg.partition("=")
+        if name in names:
+            if not value:
+                raise ValueError(f"{name} needs a value: {name}=<...>")
+            options[name] = value
+        else:
+            overrides.append(arg)
+    return overrides, options

@@ -69,12 +69,12 @@ def test_example_fields(bench_root):
     assert first.image == bench_root / "images" / "a.png"
     assert first.question == "Q one?" and first.answer == "yes"
     assert first.options is None
-    assert first.meta == {"organ": "lung", "difficulty": 2}
+    assert first.meta == {"upstream_id": "z9", "organ": "lung", "difficulty": 2}  # the file's id, as records name it
     assert examples["003"].options == ("yes", "no")
-    assert examples["003"].meta == {}
+    assert examples["003"].meta == {"upstream_id": "003"}
     assert examples["b2"].image is None
     assert examples["7"].answer == "3" and isinstance(examples["7"].answer, str)
-    assert examples["7"].meta == {"source": "web"}
+    assert examples["7"].meta == {"upstream_id": "7", "source": "web"}
 
 
 @pytest.mark.parametrize("n,kept,skipped", [(1, 1, 0), (3, 2, 1), (5, 3, 2), (7, 5, 2)])
@@ -138,9 +138,9 @@ def test_a_repeated_id_is_skipped_naming_the_id_and_both_lines(tmp_path):
 
 
 @pytest.mark.parametrize("line,expected", [
-    ('{"id": "2", "question": "q", "answer": "a"', "malformed JSON"),
-    ('{"id": "2", "question": "q", "answer": "a"}}', "malformed JSON"),
-    ('["2", "q", "a"]', "expected a JSON object, got list"),
+    ('{"id": "2", "question": "q", "answer": "a"', "not JSON: Expecting ',' delimiter"),
+    ('{"id": "2", "question": "q", "answer": "a"}}', "not JSON: Extra data"),
+    ('["2", "q", "a"]', "not a JSON object: a JSON list"),
 ])
 def test_a_malformed_line_is_skipped_naming_file_and_line(tmp_path, line, expected):
     write_jsonl(tmp_path / "test.jsonl", [{"id": "1", "question": "q", "answer": "a"}, "", line,
@@ -156,7 +156,7 @@ def test_non_utf8_bytes_are_skipped_naming_file_and_line(tmp_path):
     bad = '{"id": "2", "question": "caf'.encode() + b"\xe9" + b'", "answer": "a"}'
     (tmp_path / "test.jsonl").write_bytes(good + b"\n" + bad + b"\n")
     bench = load_local("x", tmp_path, "test")
-    assert len(bench) == 1 and bench.skipped[0].reason.startswith(f"malformed row: {tmp_path / 'test.jsonl'}:2: not UTF-8 text")
+    assert len(bench) == 1 and bench.skipped[0].reason.startswith(f"malformed row: {tmp_path / 'test.jsonl'}:2: not UTF-8: ")
 
 
 @pytest.mark.parametrize("answer,problem", [(None, "missing answer: {where}: answer is null"),
@@ -217,7 +217,8 @@ def test_a_symlink_leaving_the_root_is_refused_unless_allowed(tmp_path):
 def test_frame_columns(bench_root):
     frame = load_local("mybench", bench_root, "test").frame()
     assert list(frame.columns)[:4] == ["example_id", "position", "question", "answer"]
-    assert set(frame.columns) == {"example_id", "position", "question", "answer", "organ", "difficulty", "source"}
+    assert set(frame.columns) == {"example_id", "position", "question", "answer", "upstream_id", "organ", "difficulty",
+                                  "source"}
     assert frame["position"].tolist() == list(range(5))
     assert frame["example_id"].tolist()[0] == "mybench::test::z9"
     assert frame.loc[0, "organ"] == "lung"

@@ -39,6 +39,9 @@ def test_the_evaluator_and_the_power_count_import_and_sit_beside_the_schemas_fam
     assert declaration.schema.__module__ == f"medexp.config.schemas.{family}"
     if declaration.power_count is not None:
         assert callable(import_object(declaration.power_count))
+    if declaration.probes is not None:  # an answering detector's probe set, asked by its evaluator and exported
+        assert callable(import_object(declaration.probes))
+        assert declaration.probes.split(":")[0] == declaration.evaluator.split(":")[0]
     assert (conf_dir().parent / declaration.docs.split("#")[0]).is_file(), declaration.docs
 
 
@@ -75,3 +78,7 @@ def test_an_inconsistent_declaration_is_refused():
     with pytest.raises(ValueError, match="a power count goes with a test"):
         DetectorDeclaration(**common, controls=frozenset({ControlKind.none}), power=Untested("nothing"),
                             power_count="x:count")
+    reading_answers = {**common, "inputs": frozenset({Input.answers})}
+    with pytest.raises(ValueError, match="a probe-set function goes with reading answers, and only with it"):
+        DetectorDeclaration(**reading_answers, controls=frozenset({ControlKind.none}), power=Untested("nothing"),
+                            power_count=None)

@@ -114,30 +114,13 @@ class HarnessFormat:
 def json_lines(path: Path, bad: Optional[BadLines]) -> Iterator[ReplyRecord]:
     """``(line number, "<file>:<line>", object)`` of every JSON-object line (blank lines left
     out; a byte-order mark read as every reader reads it); the other lines go to ``bad``."""
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            where = f"{path}:{number}"
-            try:
-                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-            except UnicodeDecodeError as error:
-                _add(bad, BadLine(where, "not UTF-8", f"{error.reason} at byte {error.start}", number))
-                continue
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                _add(bad, BadLine(where, "not JSON", f"{error.msg} at column {error.colno}", number))
-                continue
-            if not isinstance(record, dict):
-                _add(bad, BadLine(where, "not a JSON object", f"a JSON {type(record).__name__}", number))
-                continue
+    from medexp.benchmarks.records import LineProblem, json_object_lines
+
+    for number, where, record in json_object_lines(path):
+        if not isinstance(record, LineProblem):
             yield number, where, record
-
-
-def _add(bad: Optional[BadLines], line: BadLine) -> None:
-    if bad is not None:
-        bad.add(line)
+        elif bad is not None:
+            bad.add(BadLine(where, record.reason, record.detail, number))
 
 
 def write_json_lines(path: Path, records: Iterable[dict]) -> Path:
@@ -191,9 +174,9 @@ def files_under(path: Path, pattern: str) -> list[Path]:
     return found
 
 
-def exported_record(probe_id: Any, reply: Any, where: str, probe_set: Any = None,
-                    status: Optional[str] = None, error: Optional[str] = None) -> dict:
-    """The reply record of a line answering an exported probe (see the module docstring)."""
+def reply_record(probe_id: Any, reply: Any, probe_set: Any = None, status: Optional[str] = None,
+                 error: Optional[str] = None) -> dict:
+    """The reply record naming ``probe_id`` (see the module docstring)."""
     record = {PROBE_ID: str(probe_id), REPLY: reply}
     if probe_set is not None:
         record[PROBE_SET] = str(probe_set)
@@ -240,7 +223,7 @@ def join_originals(reading: Reading, rows: Iterable[tuple[int, str, dict]], defa
             reading.bad.add(BadLine(where, "no reply field", "no text reply in this line", number))
             continue
         status = ("error", error) if error is not None else (None, None)
-        yield number, where, exported_record(by_example[example_id].probe_id, reply, where, None, *status)
+        yield number, where, reply_record(by_example[example_id].probe_id, reply, None, *status)
 
 
 def upstream_id(probe) -> Any:

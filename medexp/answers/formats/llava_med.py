@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from medexp.answers.formats.base import (
-    BadLine, Export, HarnessFormat, Reading, ReplyRecord, by_probe_id, copy_images, exported_record, files_under,
+    BadLine, Export, HarnessFormat, Reading, ReplyRecord, by_probe_id, copy_images, reply_record, files_under,
     join_originals, json_lines, write_json_lines,
 )
 
@@ -55,7 +55,7 @@ def read(reading: Reading) -> Iterator[ReplyRecord]:
             if not isinstance(row.get("text"), str):
                 reading.bad.add(BadLine(where, "no reply field", f"no text in {sorted(row)}", number))
                 continue
-            yield number, where, exported_record(row.get("question_id"), row["text"], where)
+            yield number, where, reply_record(row.get("question_id"), row["text"])
 
 
 FORMAT = HarnessFormat(

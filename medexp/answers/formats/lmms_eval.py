@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from medexp.answers.formats.base import (
-    PROBE_ID, PROBE_SET, WORDING, BadLine, Export, HarnessFormat, Reading, ReplyRecord, copy_images, exported_record,
+    PROBE_ID, PROBE_SET, WORDING, BadLine, Export, HarnessFormat, Reading, ReplyRecord, copy_images, reply_record,
     files_under, join_originals, json_lines, write_json_lines, write_text,
 )
 
@@ -139,7 +139,7 @@ def read(reading: Reading) -> Iterator[ReplyRecord]:
                 reading.bad.add(BadLine(where, "no reply field", "no text in filtered_resps or resps", number))
             else:
                 doc = sample.get("doc") if isinstance(sample.get("doc"), dict) else {}
-                yield number, where, exported_record(probe_id, _reply(sample), where, doc.get(PROBE_SET) or probe_set)
+                yield number, where, reply_record(probe_id, _reply(sample), doc.get(PROBE_SET) or probe_set)
 
 
 def _probe_id(sample: dict) -> Any:

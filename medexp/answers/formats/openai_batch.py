@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from medexp.answers.formats.base import (
-    DECODING, WORDING, BadLine, Export, HarnessFormat, Reading, ReplyRecord, exported_record, files_under, json_lines,
+    DECODING, WORDING, BadLine, Export, HarnessFormat, Reading, ReplyRecord, reply_record, files_under, json_lines,
     write_json_lines,
 )
 
@@ -45,10 +45,10 @@ def read(reading: Reading) -> Iterator[ReplyRecord]:
             if not isinstance(custom_id, str) or not custom_id:
                 reading.bad.add(BadLine(where, "no custom_id", f"no non-empty string custom_id in {sorted(line)}", number))
                 continue
-            yield number, where, _reply(custom_id, line, where)
+            yield number, where, _reply(custom_id, line)
 
 
-def _reply(custom_id: str, line: dict, where: str) -> dict:
+def _reply(custom_id: str, line: dict) -> dict:
     """The reply record of one output line (see the module docstring)."""
     from medexp.answers.openai_client import AnswerError, reply_text
     from medexp.answers.table import ErrorCause, cause_of_message
@@ -56,20 +56,19 @@ def _reply(custom_id: str, line: dict, where: str) -> dict:
     error, response = line.get("error"), line.get("response")
     if error:
         message = _message(error)
-        return exported_record(custom_id, "", where, status=cause_of_message(message).value,
-                               error=f"batch error: {message}")
+        return reply_record(custom_id, "", status=cause_of_message(message).value, error=f"batch error: {message}")
     if not isinstance(response, dict):
-        return exported_record(custom_id, "", where, status=ErrorCause.malformed.value,
-                               error="malformed batch line: no response object and no error")
+        return reply_record(custom_id, "", status=ErrorCause.malformed.value,
+                            error="malformed batch line: no response object and no error")
     status_code, body = response.get("status_code"), response.get("body")
     if status_code != 200:
         cause = _status_cause(status_code)
         message = _message(body.get("error") if isinstance(body, dict) else body)
-        return exported_record(custom_id, "", where, status=cause.value, error=f"HTTP {status_code}: {message}")
+        return reply_record(custom_id, "", status=cause.value, error=f"HTTP {status_code}: {message}")
     try:
-        return exported_record(custom_id, reply_text(body), where)
+        return reply_record(custom_id, reply_text(body))
     except AnswerError as problem:
-        return exported_record(custom_id, problem.text, where, status=problem.cause.value, error=str(problem))
+        return reply_record(custom_id, problem.text, status=problem.cause.value, error=str(problem))
 
 
 def _message(error: Any) -> str:

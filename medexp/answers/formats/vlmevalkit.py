@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from medexp.answers.formats.base import (
-    PROBE_ID, PROBE_SET, BadLine, Export, HarnessFormat, Reading, ReplyRecord, exported_record, join_originals, write_text,
+    PROBE_ID, PROBE_SET, BadLine, Export, HarnessFormat, Reading, ReplyRecord, reply_record, join_originals, write_text,
 )
 
 FAILED = "Failed to obtain answer"  # VLMEvalKit's FAIL_MSG, its reply when the model raised
@@ -84,8 +84,8 @@ def read(reading: Reading) -> Iterator[ReplyRecord]:
                 if not isinstance(reply, str):
                     reading.bad.add(BadLine(where, "no reply field", f"no prediction column in {sorted(row)}", number))
                     continue
-                yield number, where, exported_record(row[PROBE_ID], reply, where, row.get(PROBE_SET) or None,
-                                                     *(("error", error) if error else (None, None)))
+                yield number, where, reply_record(row[PROBE_ID], reply, row.get(PROBE_SET) or None,
+                                                  *(("error", error) if error else (None, None)))
         else:
             yield from join_originals(reading, rows, OWN_ID, _reply)
 
