@@ -33,6 +33,8 @@ def release(tmp_path_factory):
     for number, text in enumerate(SHARED_TEXTS):
         for record in closed_test[2 * number: 2 * number + 2]:
             record["question"] = text
+    for record in records[::7]:  # images only these (test or train) questions show: a test image of them is in no other split
+        record["image_name"] = f"synpic_only_{record['qid']}.jpg"
     root = write_vqa_rad(tmp_path_factory.mktemp("vqa_rad"), records)
     cache = tmp_path_factory.mktemp("cache")
     bench = compose(["bench=vqa_rad", f"bench.root={root}", f"paths.cache_dir={cache}"]).bench
@@ -116,3 +118,27 @@ def test_a_partial_or_foreign_answer_file_says_so_with_counts(release, tmp_path,
     with pytest.raises(ValueError, match=r"no usable line, 5 bad line\(s\) \(\{'unmatched': 5\}\); first: .*"
                                          r"question_id=90000 names no original probe"):
         imported(foreign, examples)
+
+
+def test_the_answer_file_gets_its_overlap_gap_on_the_releases_split_overlap(release, tmp_path):
+    """The audit's chain on a harness's file: VQA-RAD's own split overlap (a test image that is also
+    a train image, by image_name, no pixel read) flags the questions, and the imported replies get
+    their accuracy gap with its image-clustered interval, permutation p and MDE."""
+    from medexp.kernel.cell import Cell
+    from medexp.runner.evaluate import evaluate
+
+    root, cache, by_qid = release
+    examples = list(by_qid.values())
+    path = tmp_path / "test-answer-file.jsonl"
+    llava_med_file(path, examples)
+    cfg = compose(["bench=vqa_rad", f"bench.root={root}", f"paths.cache_dir={cache}", "detector=overlap_gap_answers",
+                   "flags@detector.flags=split_overlap", "detector.image_field=image_name", "model=responses",
+                   "model.name=llava_med", f"model.responses_path={path}", "model.responses_format=llava_med"])
+    metrics, _ = evaluate(cfg, Cell.from_config(cfg).seed(0))
+    only_here = {example.meta["image_name"] for example in examples if example.meta["image_name"].startswith("synpic_only")}
+    assert metrics["n_probes"] == metrics["n_answered"] == 451
+    assert metrics["flags_n_questions"] == 451
+    assert metrics["flags_n_questions_flagged"] == sum(example.meta["image_name"] not in only_here for example in examples)
+    assert 0 < metrics["flags_n_questions_flagged"] < 451
+    assert 0 < metrics["p_value"] <= 1 and metrics["mde"] > 0
+    assert metrics["gap_ci_low"] <= metrics["gap"] <= metrics["gap_ci_high"]
