@@ -188,11 +188,3 @@ def parse_summary(stdout: str) -> dict[str, str]:
     """The fields of the one-line cell summary printed by ``python -m medexp``."""
     line = next(line for line in stdout.splitlines() if line.startswith("model="))
     return dict(re.findall(r"(\w+)=(\S+)", line.split("  ", 1)[1]))
-
-
-def readme_quick_start_p_value() -> str:
-    """The p-value the README's first-command output block shows (what every machine must print)."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    match = re.search(r"^model=demo_leaky,bench=demo,detector=exch,control=none  p_value=(\S+)  flag=", readme, re.M)
-    assert match, "the README's quick-start output block is missing"
-    return match.group(1)

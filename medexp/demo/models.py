@@ -50,34 +50,25 @@ CHAT_TEMPLATE = (
 def demo_model_dir(demo_cfg, cache_dir: str | Path, use_shipped: bool = True) -> Path:
     """Install or build (once) the demo model these settings describe and return its directory.
 
-    Settings whose model ships with the package (:mod:`medexp.demo.shipped`: the quick-start pair
-    and the demo cohort) are installed from it, every file checked against its SHA-256, unless
-    ``use_shipped`` is False; a cache entry of those settings trained here earlier, whose weights are
-    not the shipped ones, is replaced. Other settings train: a leaky model starts from the clean
-    model with the same settings, which is built (or reused from the cache) first. Training runs in a
-    child process with pinned CPU kernels (:mod:`medexp.kernel.portable`), which makes the weights
-    bit-identical across the instruction sets of one CPU vendor, not across vendors
-    (docs/portability.md).
+    Settings whose model ships with the package (:mod:`medexp.demo.shipped`: the quick-start pair,
+    the demo cohort and the answering probes' pair) are installed from it, every file checked
+    against its SHA-256, unless ``use_shipped`` is False; a cache entry of those settings trained
+    here earlier, whose weights are not the shipped ones, is replaced. Other settings train: a leaky
+    model starts from the clean model with the same settings, which is built (or reused from the
+    cache) first. Training runs in a child process with pinned CPU kernels
+    (:mod:`medexp.kernel.portable`), which makes the weights bit-identical across the instruction
+    sets of one CPU vendor, not across vendors (docs/portability.md).
     """
     from omegaconf import OmegaConf
 
     from medexp.kernel.atomic import build_directory_once
-    from medexp.demo.cache import demo_benchmark_root
-    from medexp.demo.shipped import install_shipped, matches_shipped, shipped_entry
     from medexp.kernel.portable import run_pinned
 
     settings = OmegaConf.to_container(demo_cfg) if OmegaConf.is_config(demo_cfg) else dict(demo_cfg)
     target = Path(cache_dir) / "demo" / f"model-{stable_hash([BUILDER_VERSION, settings])}"
-    listing = shipped_entry(target.name) if use_shipped else None
-    if (target / MANIFEST).is_file():
-        if listing is None or matches_shipped(target, listing):
-            return target
-        log.warning("%s holds demo weights trained on this machine, not the shipped ones: replacing them", target)
-        _discard(target)
-    bench_root = demo_benchmark_root(OmegaConf.create(settings["bench"]), cache_dir)  # the data, generated here once
-    if listing is not None:
-        return build_directory_once(
-            target, MANIFEST, lambda staging: install_shipped(target.name, listing, bench_root, staging, MANIFEST))
+    ready = _cached_or_shipped(target, settings, cache_dir, use_shipped)
+    if ready is not None:
+        return ready
     base = None
     if settings["leak_epochs"] > 0:  # its clean base first, outside this model's lock
         base = str(demo_model_dir({**settings, "leak_epochs": 0}, cache_dir, use_shipped))
@@ -96,6 +87,29 @@ def demo_model_dir(demo_cfg, cache_dir: str | Path, use_shipped: bool = True) ->
     return build_directory_once(target, MANIFEST, build)
 
 
+def _cached_or_shipped(target: Path, settings: dict, cache_dir: str | Path, use_shipped: bool) -> Path | None:
+    """Cache entry ``target`` when it is complete, or installed now from the package when it ships
+    (``use_shipped``); None when it must be trained. A complete entry whose weights are not the
+    shipped ones (trained on this machine before they shipped) is replaced by the shipped files."""
+    from omegaconf import OmegaConf
+
+    from medexp.demo.cache import demo_benchmark_root
+    from medexp.demo.shipped import install_shipped, matches_shipped, shipped_entry
+    from medexp.kernel.atomic import build_directory_once
+
+    listing = shipped_entry(target.name) if use_shipped else None
+    if (target / MANIFEST).is_file():
+        if listing is None or matches_shipped(target, listing):
+            return target
+        log.warning("%s holds demo weights trained on this machine, not the shipped ones: replacing them", target)
+        _discard(target)
+    if listing is None:
+        return None
+    bench_root = demo_benchmark_root(OmegaConf.create(settings["bench"]), cache_dir)  # the data, generated here once
+    return build_directory_once(
+        target, MANIFEST, lambda staging: install_shipped(target.name, listing, bench_root, staging, MANIFEST))
+
+
 def _discard(target: Path) -> None:
     """Remove a cache entry under its build lock, so that no builder of it is mid-way."""
     import shutil
@@ -106,16 +120,19 @@ def _discard(target: Path) -> None:
         shutil.rmtree(target, ignore_errors=True)
 
 
-def demo_reference_dir(demo_cfg, index: int, splits, cache_dir: str | Path) -> Path:
-    """Build (once) reference model ``index`` of the leaky model these settings describe and
-    return its directory.
+def demo_reference_dir(demo_cfg, index: int, splits, cache_dir: str | Path, use_shipped: bool = True) -> Path:
+    """Install or build (once) reference model ``index`` of the leaky model these settings describe
+    and return its directory.
 
-    Its recipe is the candidate's: the same clean base (reused from the cache), then the same leak
-    (passes, learning rate, seed), but over half ``index`` of the examples of ``splits`` (the
-    audit's members and non-members) instead of the test split. Halves 2k and 2k+1 are
-    complementary (:func:`medexp.stats.reference_attacks.reference_half`), so with an even number
-    of references every example is seen by exactly half of them. The manifest lists the example
-    ids the reference trained on: what the attacks read as its IN set.
+    Its recipe is the candidate's: the same clean base (as the candidate's own install has it: the
+    shipped one where it ships), then the same leak (passes, learning rate, seed), but over half
+    ``index`` of the examples of ``splits`` (the audit's members and non-members) instead of the
+    test split. Halves 2k and 2k+1 are complementary
+    (:func:`medexp.stats.reference_attacks.reference_half`), so with an even number of references
+    every example is seen by exactly half of them. The manifest lists the example ids the reference
+    trained on: what the attacks read as its IN set. The references of the README's membership
+    figures ship with the package (:data:`medexp.demo.shipped.SHIPPED_REFERENCES`) and are installed
+    like the shipped models, unless ``use_shipped`` is False.
     """
     from omegaconf import OmegaConf
 
@@ -128,8 +145,9 @@ def demo_reference_dir(demo_cfg, index: int, splits, cache_dir: str | Path) -> P
                          "this demo model has leak_epochs=0 (audit a leaky one, e.g. model=demo_leaky)")
     reference = {"index": int(index), "splits": [str(split) for split in splits]}
     target = Path(cache_dir) / "demo" / f"reference-{stable_hash([BUILDER_VERSION, settings, reference])}"
-    if (target / MANIFEST).is_file():
-        return target
+    ready = _cached_or_shipped(target, settings, cache_dir, use_shipped)
+    if ready is not None:
+        return ready
     base = str(demo_model_dir({**settings, "leak_epochs": 0}, cache_dir))
 
     def build(staging: Path) -> dict:

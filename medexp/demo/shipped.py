@@ -5,10 +5,11 @@ sets of one CPU vendor, not across vendors: the same pinned build gives other we
 EPYC than on an Intel Xeon (docs/portability.md has the evidence). So the models the README's and
 docs' figures rest on are not trained on the user's machine: their built directories ship inside
 the package (``medexp/demo/shipped/<cache entry>/``), listed with every file's SHA-256 in
-``SHA256SUMS.json``. :func:`medexp.demo.models.demo_model_dir` installs a listed entry into the
-cache by copying it, each file checked against its digest, instead of training it; any other
-settings still train locally. ``python -m medexp.demo.rebuild`` rebuilds the shipped models on
-this CPU and compares them.
+``SHA256SUMS.json``. :func:`medexp.demo.models.demo_model_dir` (and
+:func:`~medexp.demo.models.demo_reference_dir` for the membership cell's reference models) installs
+a listed entry into the cache by copying it, each file checked against its digest, instead of
+training it; any other settings still train locally. ``python -m medexp.demo.rebuild`` rebuilds the
+shipped models on this CPU and compares them.
 """
 
 from __future__ import annotations
@@ -32,6 +33,32 @@ WEIGHTS_FILE = "model.safetensors"
 # read (conf/model/<name>.yaml).
 SHIPPED_MODELS = ("demo_clean", "demo_leaky", "demo_clean_b", "demo_clean_c", "demo_leaky_b",
                   "demo_clean_mc", "demo_leaky_mc")
+# The reference models that ship: per leaky config, how many of detector=membership_references'
+# trained references (conf/detector/membership_references.yaml), over the splits its demo cell
+# audits (the test split's members, the heldout split's non-members; conf/train/train.yaml's
+# reference_splits). The README's and docs' membership figures read them: shipped, they are the
+# same weights on every machine, as the candidate is.
+SHIPPED_REFERENCES = {"demo_leaky": 8}
+REFERENCE_SPLITS = ("test", "heldout")
+
+
+def reference_name(model: str, index: int) -> str:
+    """The name medexp.train and the membership cell give reference ``index`` of ``model``."""
+    return f"{model}_reference{index}"
+
+
+# Every shipped name, as SHA256SUMS.json lists it: the models, then the references.
+SHIPPED_NAMES = SHIPPED_MODELS + tuple(
+    reference_name(model, index) for model, count in SHIPPED_REFERENCES.items() for index in range(count))
+
+
+def shipped_reference(name: str) -> tuple[str, int] | None:
+    """(its candidate's config, its index) when ``name`` is a shipped reference model's, else None."""
+    for model, count in SHIPPED_REFERENCES.items():
+        for index in range(count):
+            if name == reference_name(model, index):
+                return model, index
+    return None
 
 
 class ShippedModelMismatch(RuntimeError):
@@ -61,7 +88,7 @@ def shipped_digests() -> dict:
 
 
 def shipped_entry(entry: str) -> dict | None:
-    """The listing of cache entry ``entry`` (``model-<hash>``) when it ships, else None."""
+    """The listing of cache entry ``entry`` (``model-<hash>`` or ``reference-<hash>``) when it ships, else None."""
     return shipped_digests()["models"].get(entry)
 
 

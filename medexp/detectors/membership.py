@@ -100,13 +100,20 @@ def reference_target_aucs(losses: PairedLosses, attack: MembershipAttack, lira_v
     known membership, so these AUCs are what the attack reaches on a model trained that way: its
     power at this recipe, and the ceiling to read the candidate's AUC against. Empty when, with a
     reference left out, the rest no longer give every example the references the attack reads
-    (offline LiRA: OUT ones; online LiRA: IN and OUT)."""
+    (offline LiRA: OUT ones; online LiRA: IN and OUT).
+
+    A reference trained on exactly the other examples (its complementary half, 2k+1 for 2k) is
+    left out with it. Kept, it would be IN for every example the target is OUT on, so the target's
+    members would meet fewer IN references than its non-members (3 of 8 against 4 of 8 with eight
+    references), which alone raises RMIA's AUC (Pr(x) is lower for the members); the candidate's
+    members and non-members meet the same share (docs/memorization.md measures the difference)."""
     logprob, member = _references(losses)
     aucs = []
     for index in range(len(logprob)):
-        others = np.arange(len(logprob)) != index
         if not member[index].any() or member[index].all():
             continue  # not a trained reference: no IN and OUT examples of its own
+        others = np.array([row != index and not np.array_equal(member[row], ~member[index])
+                           for row in range(len(logprob))])
         try:
             scores = _reference_attack(MembershipAttack(attack), logprob[index], logprob[others], member[others],
                                        ~member[index], lira_variance, rmia_gamma, rmia_offline_a)

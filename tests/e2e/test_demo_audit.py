@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import parse_summary, readme_quick_start_p_value, run_medexp
+from tests.conftest import parse_summary, run_medexp
+from tests.readme_figures import quick_start_p_value
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +28,7 @@ def test_leaky_model_is_detected_and_tracked(demo_cache, tracking_uri):
     assert summary["flag"] == "True"
     # The shipped weights make this the README's line on every CPU (docs/portability.md): a change of
     # the models, the scoring or the test shows here, whatever kind of machine runs the suite.
-    assert summary["p_value"] == readme_quick_start_p_value()
+    assert summary["p_value"] == quick_start_p_value()
     assert f"mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1" in result.stdout
 
     client = MlflowClient(tracking_uri)

@@ -22,25 +22,58 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _settings(name: str) -> dict:
+    """The demo settings of a shipped name (a reference's are its candidate's)."""
     from omegaconf import OmegaConf
 
-    return OmegaConf.to_container(compose([f"model={name}"]).model.demo)
+    reference = shipped.shipped_reference(name)
+    return OmegaConf.to_container(compose([f"model={reference[0] if reference else name}"]).model.demo)
 
 
 def _entry(name: str) -> str:
-    return f"model-{stable_hash([demo_models.BUILDER_VERSION, _settings(name)])}"
+    """The cache entry the configs give a shipped name today."""
+    reference = shipped.shipped_reference(name)
+    if reference is None:
+        return f"model-{stable_hash([demo_models.BUILDER_VERSION, _settings(name)])}"
+    built = {"index": reference[1], "splits": list(shipped.REFERENCE_SPLITS)}
+    return f"reference-{stable_hash([demo_models.BUILDER_VERSION, _settings(name), built])}"
 
 
 def test_every_shipped_model_is_listed_under_its_configs_cache_entry():
     """A changed demo setting or builder version gives another cache entry: the shipped files would
     silently stop being used and every figure would be retrained on the user's CPU."""
     listed = shipped.shipped_digests()["models"]
-    assert {listing["model"] for listing in listed.values()} == set(shipped.SHIPPED_MODELS)
-    for name in shipped.SHIPPED_MODELS:
+    assert {listing["model"] for listing in listed.values()} == set(shipped.SHIPPED_NAMES)
+    for name in shipped.SHIPPED_NAMES:
         assert listed[_entry(name)]["model"] == name
-    assert sorted(path.name for path in shipped.SHIPPED_ROOT.glob("model-*")) == sorted(listed)
+    assert sorted(path.name for path in shipped.SHIPPED_ROOT.iterdir() if path.is_dir()) == sorted(listed)
     for listing in listed.values():  # each entry names the CPU that trained it (they differ between entries)
         assert {"cpu", "vendor", "family", "model", "isa", "torch", "kernels"} <= set(listing["trained_on"])
+
+
+def test_the_shipped_references_are_the_membership_cells():
+    """The shipped references are those detector=membership_references reads on the demo and
+    medexp.train references=8 builds: the same count and the same splits."""
+    from omegaconf import OmegaConf
+
+    from medexp.config import conf_dir
+
+    cell = compose(["model=demo_leaky", "detector=membership_references"])
+    assert shipped.SHIPPED_REFERENCES == {"demo_leaky": int(cell.detector.trained_references)}
+    assert shipped.REFERENCE_SPLITS == (str(cell.bench.split), str(cell.detector.nonmember_split))
+    assert tuple(OmegaConf.load(conf_dir() / "train" / "train.yaml").reference_splits) == shipped.REFERENCE_SPLITS
+
+
+def test_the_shipped_references_leaked_from_the_candidates_shipped_clean_base():
+    """One recipe for the candidate and its references: each reference (and each shipped leak that
+    lists its base) started from the shipped clean model of the candidate's settings."""
+    listed = shipped.shipped_digests()["models"]
+    with_base = {listing["model"]: listing["base_weights_sha256"] for listing in listed.values()
+                 if "base_weights_sha256" in listing}
+    references = set(shipped.SHIPPED_NAMES) - set(shipped.SHIPPED_MODELS)
+    assert references <= set(with_base)
+    for name, base in with_base.items():
+        clean = {**_settings(name), "leak_epochs": 0}
+        assert base == listed[f"model-{stable_hash([demo_models.BUILDER_VERSION, clean])}"]["files"]["model.safetensors"], name
 
 
 def test_shipped_files_are_the_listed_bytes():
@@ -84,6 +117,24 @@ def test_install_copies_verified_weights_without_training(tmp_path, no_training)
     assert [path.name for path in (tmp_path / "demo").glob("model-*") if path.is_dir()] == [directory.name]
 
 
+def test_the_membership_references_install_without_training(tmp_path, no_training):
+    """A membership_references cell on the demo (and medexp.train references=8) copies the shipped
+    references, with the ids each trained on, instead of leaking on this CPU."""
+    directories = [demo_models.demo_reference_dir(compose(["model=demo_leaky"]).model.demo, index,
+                                                  shipped.REFERENCE_SPLITS, tmp_path)
+                   for index in range(shipped.SHIPPED_REFERENCES["demo_leaky"])]
+    halves = []
+    for index, directory in enumerate(directories):
+        assert directory.name == _entry(shipped.reference_name("demo_leaky", index))
+        record = demo_models.read_build_report(directory)
+        assert record["shipped"]["entry"] == directory.name and record["reference"]["index"] == index
+        halves.append(set(record["leaked_example_ids"]))
+    assert all(len(half) == 400 for half in halves)
+    assert halves[0].isdisjoint(halves[1]) and halves[2].isdisjoint(halves[3])  # complementary pairs
+    # nothing but the references: their clean base is neither installed nor trained
+    assert not list((tmp_path / "demo").glob("model-*"))
+
+
 def test_a_stale_local_build_is_replaced_by_the_shipped_weights(tmp_path, no_training):
     demo_cfg = compose(["model=demo_clean"]).model.demo
     directory = demo_models.demo_model_dir(demo_cfg, tmp_path)
@@ -122,7 +173,7 @@ def test_an_update_replaces_only_the_rebuilt_models(tmp_path, shipped_copy, demo
     assert after[entry]["trained_on"]["cpu"] == shipped.cpu_description()["cpu"]
     assert {key: value for key, value in after.items() if key != entry} == {
         key: value for key, value in before.items() if key != entry}
-    assert sorted(path.name for path in shipped_copy.glob("model-*")) == sorted(after)
+    assert sorted(path.name for path in shipped_copy.iterdir() if path.is_dir()) == sorted(after)
     assert (shipped_copy / entry / "model.safetensors").read_bytes() == b"weights trained on another CPU"
 
 

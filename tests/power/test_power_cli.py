@@ -14,6 +14,7 @@ from medexp.detectors.power_simulation import SIMULATED_TESTS
 from medexp.power import answer, split_arguments
 from medexp.stats import sample_size as pw
 from tests.conftest import REPO
+from tests.readme_figures import power_figures
 
 
 def run_power(*args: str) -> subprocess.CompletedProcess:
@@ -30,6 +31,13 @@ def test_the_cli_prints_the_mde_and_the_items_an_effect_needs():
     assert "MDE: 0.0792 accuracy difference" in result.stdout
     # 0.25 * (3.167969 / 0.05)^2 = 1003.6 -> 1004 items
     assert "effect 0.05 needs n = 1004 items with options; this benchmark has 400: not enough (short by 604)" in result.stdout
+    # what the README shows of this command (its "How strong, how sure")
+    shown = power_figures()
+    mde = float(re.search(r"MDE: ([\d.]+) accuracy difference", result.stdout).group(1))
+    assert shown["mde_points"] == f"{100 * mde:.1f}"
+    assert shown["items"] == re.search(r"n: (\d+) items with options", result.stdout).group(1)
+    needed = int(re.search(r"needs n = (\d+) items", result.stdout).group(1))
+    assert shown["items_for_5_points"] == f"{needed:,}"
 
 
 def test_the_cli_counts_the_shards_of_exch():
