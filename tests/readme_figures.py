@@ -25,6 +25,12 @@ def quick_start_p_value() -> str:
                 "quick-start output block").group(1)
 
 
+def demo_grid_cells() -> int:
+    """The number of cells the README gives ``experiment=demo_grid``."""
+    return int(_one(r"experiment=demo_grid hydra/launcher=joblib\s+# the offline demo audit: (\d+) cells",
+                    "demo grid comment").group(1))
+
+
 def power_figures() -> dict[str, str]:
     """``python -m medexp.power bench=demo detector=option_order effect=0.05``'s MDE (accuracy
     points), the demo's items and the items 5 points need, as the README writes them."""

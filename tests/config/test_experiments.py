@@ -17,6 +17,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa:
 
 from hydra_plugins.medexp_grid_sweeper.medexp_grid_sweeper import expand_grid  # noqa: E402
 from medexp.kernel.cell import Cell  # noqa: E402
+from tests.readme_figures import demo_grid_cells  # noqa: E402
 
 EXPERIMENTS = sorted(path.stem for path in (conf_dir() / "experiment").glob("*.yaml"))
 # Composing a cell takes about 0.3 s: the replicate preset's 280 cells and the atlas's 720 are
@@ -67,6 +68,7 @@ def test_controlled_audit_has_the_27_cell_exchangeability_family():
 
 def test_demo_grid_stays_offline():
     cells = _cells("demo_grid")
+    assert len(cells) == demo_grid_cells()  # the README's count
     assert {cfg.bench.name for cfg in cells} == {"demo", "synthetic"}
     assert {cfg.model.source for cfg in cells if cfg.model.name != "none"} == {"demo", "synthetic"}
     for cfg in cells:
