@@ -59,3 +59,17 @@ def test_traces_of_other_settings_are_not_compared():
     theirs = copy.deepcopy(ours)
     theirs["settings"]["seed"] = 1
     assert compare(ours, theirs)[-1] == "the traces are of different build settings: not comparable"
+
+
+def test_the_recorded_intel_and_amd_traces_part_at_the_square_root():
+    """docs/portability.md's reading of the two real traces: identical data, initial weights and
+    first step; only the square-root probes differ, and with them the weights after the first
+    AdamW update."""
+    intel = json.loads((RECORDED.parent / "build-trace-intel-xeon-6-207.json").read_text(encoding="utf-8"))
+    assert intel["machine"]["vendor"] == "GenuineIntel" and intel["kernels"]["aten_capability"] == "DEFAULT"
+    lines = compare(intel, _recorded())
+    assert "probes: 2 of 20 differ (pow 0.5, adamw two steps)" in lines
+    assert "data: 0 of 4 differ" in lines and "init: 0 of 64 differ" in lines
+    assert lines[-1].startswith("step 1: first difference at forward op 0 (model.language_model.embed_tokens)")
+    first, second = intel["steps"][0], _recorded()["steps"][0]
+    assert first == second  # the whole first step, gradients included, before any update
