@@ -14,14 +14,13 @@ shipped models on this CPU and compares them.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import platform
 import shutil
 from pathlib import Path
 
-from medexp.kernel.hashing import file_sha256
+from medexp.kernel.hashing import directory_sha256, file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -63,14 +62,6 @@ def shipped_reference(name: str) -> tuple[str, int] | None:
 
 class ShippedModelMismatch(RuntimeError):
     """A shipped file, or the demo benchmark it was trained on, is not what the package lists."""
-
-
-def directory_sha256(root: Path, exclude: tuple[str, ...] = ()) -> str:
-    """One digest over every file under ``root`` (relative path and content), in sorted order."""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in Path(root).rglob("*") if p.is_file() and p.name not in exclude):
-        digest.update(f"{path.relative_to(root).as_posix()}\0{file_sha256(path)}\n".encode())
-    return digest.hexdigest()
 
 
 def bench_sha256(bench_root: Path) -> str:
