@@ -21,7 +21,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, List, Sequence
+from typing import Any, List, Sequence, Tuple
 
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, filter_overrides
@@ -92,7 +92,7 @@ class MedexpSlurmLauncher(SlurmLauncher):
         return executor
 
     @staticmethod
-    def _job_return(job: Any, num: int, wait: JobWait, overrides: Sequence[str]) -> "tuple[JobReturn, JobEnd]":
+    def _job_return(job: Any, num: int, wait: JobWait, overrides: Sequence[str]) -> Tuple[JobReturn, JobEnd]:
         if not wait.result:
             log.warning("job %d (Slurm %s) %s", num, wait.job_id, wait.ended)
             end = JobEnd(num, wait.job_id, wait.state, False, wait.ended)

@@ -4,9 +4,11 @@ The Hydra callback :class:`SweepParentRun` opens the parent run in the process t
 sweep. Each cell, in whatever process or machine the launcher runs it (a joblib worker, a
 submitit subprocess, a Slurm node), finds that parent in the tracking store by its sweep
 directory tag (environment variables do not reach Slurm or Ray workers), nests its run under it
-and writes its outcome as JSON into its job directory. When the launcher returns, the callback
-collects those files, prints the summary, logs it to the parent run and ends the parent FINISHED,
-or FAILED when a cell failed or a launched job reported nothing (lost).
+and writes its outcome as JSON into its job directory (RUNNING when it starts, then how it ended).
+When the launcher returns, the callback ends the cell runs its jobs left RUNNING, collects those
+files with the launcher's record of each job's end (medexp's Slurm and Ray launchers write one),
+prints the summary naming each cell's end, logs it to the parent run and ends the parent
+FINISHED, or FAILED when a cell did not finish (failed, killed, or lost: its job reported nothing).
 """
 
 from __future__ import annotations
@@ -123,8 +125,8 @@ def write_outcome(job_dir: Path, outcome: CellOutcome, job_num: int, overrides: 
     atomic_write_bytes(Path(job_dir) / OUTCOME_FILE, json.dumps(record, indent=1).encode("utf-8"))
 
 
-# How a cell's job ended, from its outcome file's status (none: the job never reported).
-ENDS = {"FINISHED": "computed", "CACHED": "reused", "SHARED": "shared", "FAILED": "failed", "KILLED": "killed",
+# How a cell ended, by its outcome file's status (a launched job without one is lost).
+CELL_ENDS = {"FINISHED": "computed", "CACHED": "reused", "SHARED": "shared", "FAILED": "failed", "KILLED": "killed",
         "REQUEUED": "requeued", "RUNNING": "lost"}
 
 
@@ -142,7 +144,7 @@ class SweepSummary:
         return sum(outcome["status"] == status for outcome in self.outcomes)
 
     def end_of(self, outcome: dict[str, Any]) -> str:
-        return ENDS.get(outcome["status"], outcome["status"].lower())
+        return CELL_ENDS.get(outcome["status"], outcome["status"].lower())
 
     @property
     def ok(self) -> bool:

@@ -110,6 +110,46 @@ def wait_mid_cell(cache: Path, proc: subprocess.Popen, entries: int, timeout: fl
         time.sleep(1)
 
 
+def interrupted(args: list[str], env: dict[str, str], cache: Path, entries: int, fault: Callable[[subprocess.Popen], object],
+                new_session: bool = False) -> tuple[int, str, float, float]:
+    """Start ``python -m medexp <args>``, wait until ``entries`` cells are mid-scoring, then call
+    ``fault(process)``; the command's exit status and output, the seconds from its start to the
+    fault and from the fault to its exit."""
+    started = time.monotonic()
+    sweep = start(*args, env=env, new_session=new_session)
+    wait_mid_cell(cache, sweep, entries)
+    fault(sweep)
+    at = time.monotonic()
+    code, out = finish(sweep)
+    return code, out, at - started, time.monotonic() - at
+
+
+def cancelled_task_is_a_killed_cell(args: list[str], env: dict[str, str], cache: Path, task_suffix: str, uri: str,
+                                    experiment: str, cell_key: str) -> str:
+    """A sweep of both exch cells on Slurm whose array task ``_<task_suffix>`` is cancelled
+    mid-cell: the command exits 1 once the other cell finished, the cancelled one a killed cell
+    with what Slurm said of its job, nothing left RUNNING. Returns the task's job id."""
+    cancelled: list[str] = []
+
+    def scancel(sweep: subprocess.Popen) -> None:
+        queued = subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True, check=True)
+        cancelled.extend(job for job in queued.stdout.split() if job.endswith(f"_{task_suffix}"))
+        subprocess.run(["scancel", *cancelled], env=env, check=True)
+
+    code, out, before, after = interrupted(args, env, cache, 2, scancel)
+    (task,) = cancelled
+    print(f"\nscancel {task} at {before:.0f} s; the command exited {code} {after:.0f} s later: {headline(out)}")
+    assert code == 1, out[-3000:]
+    assert ": 2 cells: 1 computed, 0 reused (tracked earlier), 0 failed, 1 killed" in headline(out)
+    assert (f"  KILLED {cell_key}: interrupted by SIGTERM; launcher: job {task} ended CANCELLED without a result"
+            in out), out[-3000:]
+    assert_nothing_running(uri, experiment)
+    killed = [run for run in cell_runs(uri, experiment) if run.info.status == "KILLED"]
+    assert [run.data.tags["medexp.cell_key"] for run in killed] == [cell_key]
+    assert killed[0].data.tags["medexp.signal"] == "SIGTERM"
+    return task
+
+
 def runs(uri: str, experiment: str, status: str | None = None) -> list:
     """The runs of ``experiment`` in the store at ``uri`` (in ``status``, when given), oldest first."""
     from mlflow.tracking import MlflowClient
@@ -173,13 +213,8 @@ def server_lost_mid_sweep(folder: Path, args_on: Callable[[str], list[str]], env
     server.start()
     try:
         args = args_on(server.uri)
-        sweep = start(*args, env=env)
-        wait_mid_cell(cache, sweep, entries=2)
-        server.stop()
-        lost = time.monotonic()
-        code, out = finish(sweep)
-        print(f"\nserver stopped mid-sweep; the command exited {code} {time.monotonic() - lost:.0f} s later: "
-              f"{headline(out)}")
+        code, out, _, after = interrupted(args, env, cache, 2, lambda sweep: server.stop())
+        print(f"\nserver stopped mid-sweep; the command exited {code} {after:.0f} s later: {headline(out)}")
         assert code == 1, out[-3000:]
         assert ": 2 cells: 0 computed, 0 reused (tracked earlier), 2 failed" in headline(out)
         assert "could not be ended FAILED in the tracking store" in out and "the next medexp command" in out

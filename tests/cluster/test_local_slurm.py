@@ -24,10 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.conftest import (BOTH, assert_nothing_running, cell_runs, environment, fresh_cache, headline,
-                                    slurm_cluster, start, wait_mid_cell)
+from tests.cluster.conftest import BOTH, cancelled_task_is_a_killed_cell, environment, fresh_cache, rerun_completes, slurm_cluster
 from tests.cluster.conftest import EXCH as EXCH_CELLS
-from tests.cluster.conftest import finish as finish_command
 from tests.conftest import REPO, sweep_and_cells
 
 pytestmark = pytest.mark.cluster
@@ -151,27 +149,8 @@ def test_without_accounting_a_cancelled_task_ends_after_a_bounded_wait_and_a_rer
     env = environment(SLURM_CONF=slurm, MEDEXP_CACHE=str(cache))
     args = ["-m", BOTH, *EXCH_CELLS, *_on_slurm(tracking_server, tmp_path / "sweep"), "tracking.experiment=scancel",
             f"paths.root={tmp_path}"]
-    sweep = start(*args, env=env)
-    wait_mid_cell(cache, sweep, entries=2)
-    (task,) = [job for job in subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True,
-                                             check=True).stdout.split() if job.endswith("_1")]  # job 1: demo_leaky
+    task = cancelled_task_is_a_killed_cell(args, env, cache, "1", tracking_server, "scancel",
+                                           "model=demo_leaky,bench=demo,detector=exch,control=none")
     sacct = subprocess.run(["sacct", "-j", task], env=env, capture_output=True, text=True)
     assert sacct.returncode != 0 and "accounting storage is disabled" in sacct.stderr
-    subprocess.run(["scancel", task], env=env, check=True)
-    cancelled = time.monotonic()
-    code, out = finish_command(sweep)
-    print(f"\nno accounting: scancel {task}; the command exited {code} {time.monotonic() - cancelled:.0f} s later: "
-          f"{headline(out)}")
-    assert code == 1, out[-3000:]
-    assert ": 2 cells: 1 computed, 0 reused (tracked earlier), 0 failed, 1 killed" in headline(out)
-    assert f"launcher: job {task} ended CANCELLED without a result" in out
-    assert_nothing_running(tracking_server, "scancel")
-    assert {run.info.status for run in cell_runs(tracking_server, "scancel")} == {"FINISHED", "KILLED"}
-
-    code, out = finish_command(start(*args, env=env))
-    assert code == 0, out[-3000:]
-    assert ": 2 cells: 1 computed, 1 reused (tracked earlier), 0 failed" in headline(out)
-    finished = {run.data.tags["medexp.cell_key"]: run.data.metrics for run in cell_runs(tracking_server, "scancel")
-                if run.info.status == "FINISHED"}
-    assert finished == expected
-    assert_nothing_running(tracking_server, "scancel")
+    rerun_completes(args, env, tracking_server, "scancel", expected, reused=1, computed=1)

@@ -13,13 +13,12 @@ run, reusing what finished. About 15 min on 2 cores.
 from __future__ import annotations
 
 import signal
-import time
 
 import pytest
 
-from tests.cluster.conftest import (BOTH, EXCH, alive, assert_nothing_running, cell_runs, environment, finish,
-                                    finished_metrics, fresh_cache, headline, rerun_completes, server_lost_mid_sweep,
-                                    start, sweep_runs, wait_mid_cell)
+from tests.cluster.conftest import (BOTH, EXCH, alive, assert_nothing_running, cell_runs, environment,
+                                    finished_metrics, fresh_cache, headline, interrupted, rerun_completes,
+                                    server_lost_mid_sweep, sweep_runs)
 
 pytestmark = pytest.mark.cluster
 
@@ -37,12 +36,8 @@ def test_sigterm_to_the_driver_cancels_its_tasks_and_ends_every_run_killed(ray_c
     cache = fresh_cache(tmp_path / "cache", models)
     env = environment(MEDEXP_CACHE=str(cache), **ray_env)
     args = ["-m", BOTH, *EXCH, *on_ray(tracking_server, tmp_path, "ray_sigterm")]
-    sweep = start(*args, env=env)
-    wait_mid_cell(cache, sweep, entries=2)
-    sweep.send_signal(signal.SIGTERM)
-    sent = time.monotonic()
-    code, out = finish(sweep)
-    print(f"\nSIGTERM to the Ray driver: it exited {code} {time.monotonic() - sent:.1f} s later: {headline(out)}")
+    code, out, _, after = interrupted(args, env, cache, 2, lambda sweep: sweep.send_signal(signal.SIGTERM))
+    print(f"\nSIGTERM to the Ray driver: it exited {code} {after:.1f} s later: {headline(out)}")
     assert code == 143, out[-3000:]
     assert "medexp: sweep interrupted by SIGTERM; its runs end KILLED, rerun the same command to resume" in out
     assert ": 2 cells: 0 computed, 0 reused (tracked earlier), 0 failed, 2 killed" in headline(out)
@@ -73,15 +68,10 @@ def test_a_cell_whose_node_is_lost_is_retried_and_resumes_to_the_undisturbed_res
     cache = fresh_cache(tmp_path / "cache", models)
     env = environment(MEDEXP_CACHE=str(cache), **ray_env)
     args = ["-m", BOTH, *EXCH, *on_ray(tracking_server, tmp_path, "ray_node_lost")]
-    started = time.monotonic()
-    sweep = start(*args, env=env)
-    wait_mid_cell(cache, sweep, entries=2)  # a cell on each node
-    raylet = worker_raylet(state)
-    raylet.kill()  # SIGKILL: the node is gone, and its worker with it
-    killed = time.monotonic()
-    code, out = finish(sweep)
-    print(f"\nthe worker node's raylet killed at {killed - started:.0f} s; the command exited {code} "
-          f"{time.monotonic() - killed:.0f} s later: {headline(out)}")
+    # a cell on each node; SIGKILL to the worker node's raylet: the node is gone, and its worker with it
+    code, out, before, after = interrupted(args, env, cache, 2, lambda sweep: worker_raylet(state).kill())
+    print(f"\nthe worker node's raylet killed at {before:.0f} s; the command exited {code} {after:.0f} s later: "
+          f"{headline(out)}")
     # Ray retries a task whose node died (max_retries, 3 by default): the cell runs again on the head
     # node and resumes from the shards its first attempt wrote.
     assert code == 0, out[-3000:]

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.conftest import (BOTH, EXCH, assert_nothing_running, cell_runs, environment, finish, fresh_cache,
-                                    headline, rerun_completes, server_lost_mid_sweep, signal_group_or_process,
-                                    slurm_cluster, start, sweep_runs, wait_mid_cell)
+from tests.cluster.conftest import (BOTH, EXCH, assert_nothing_running, cancelled_task_is_a_killed_cell, cell_runs,
+                                    environment, finish, fresh_cache, headline, interrupted, rerun_completes,
+                                    server_lost_mid_sweep, signal_group_or_process, slurm_cluster, start, sweep_runs)
 
 pytestmark = pytest.mark.cluster
 
@@ -62,26 +62,12 @@ def test_a_cancelled_array_task_is_a_killed_cell_and_a_rerun_completes_the_grid(
     cache = fresh_cache(tmp_path / "cache", models)
     env = environment(SLURM_CONF=slurm, MEDEXP_CACHE=str(cache))
     args = ["-m", BOTH, *EXCH, *on_slurm(tracking_server, tmp_path, "scancel")]
-    started = time.monotonic()
-    sweep = start(*args, env=env)
-    wait_mid_cell(cache, sweep, entries=2)
-    (task,) = [job for job in queued(env) if job.endswith("_0")]  # job 0: demo_clean
-    subprocess.run(["scancel", task], env=env, check=True)
-    cancelled = time.monotonic()
-    code, out = finish(sweep)
-    print(f"\nscancel {task} at {cancelled - started:.0f} s; the command exited {code} "
-          f"{time.monotonic() - cancelled:.0f} s later: {headline(out)}")
-    assert code == 1, out[-3000:]
-    assert ": 2 cells: 1 computed, 0 reused (tracked earlier), 0 failed, 1 killed" in headline(out)
-    assert (f"  KILLED {CLEAN}: interrupted by SIGTERM; launcher: job {task} ended CANCELLED without a result"
-            in out), out[-3000:]
+    task = cancelled_task_is_a_killed_cell(args, env, cache, "0", tracking_server, "scancel", CLEAN)  # job 0: demo_clean
     assert accounted(env, task) == ["CANCELLED"]  # what accounting says of it
-    killed, finished = sorted(cell_runs(tracking_server, "scancel"), key=lambda run: run.data.tags["medexp.model"])
-    assert killed.info.status == "KILLED" and killed.data.tags["medexp.signal"] == "SIGTERM"
-    assert finished.info.status == "FINISHED" and finished.data.tags["medexp.slurm_job_id"].endswith("_1")
+    (finished,) = [run for run in cell_runs(tracking_server, "scancel") if run.info.status == "FINISHED"]
+    assert finished.data.tags["medexp.slurm_job_id"].endswith("_1")
     (parent,) = sweep_runs(tracking_server, "scancel")
     assert parent.info.status == "FAILED" and parent.data.metrics["n_killed"] == 1.0
-    assert_nothing_running(tracking_server, "scancel")
 
     rerun_completes(args, env, tracking_server, "scancel", expected, reused=1, computed=1)
 
@@ -119,17 +105,17 @@ def test_a_cell_whose_node_goes_down_is_requeued_and_resumes_to_the_undisturbed_
     env = environment(SLURM_CONF=slurm, MEDEXP_CACHE=str(cache))
     args = ["-m", "model=demo_leaky", *EXCH, *on_slurm(tracking_server, tmp_path, "node_down",
                                                         "hydra.launcher.timeout_min=30")]
-    started = time.monotonic()
-    sweep = start(*args, env=env)
-    wait_mid_cell(cache, sweep, entries=1)
-    (job,) = queued(env)
-    node = socket.gethostname().split(".")[0]
-    subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=medexp-test-node-lost"], env=env,
-                   check=True)
-    down = time.monotonic()
-    code, out = finish(sweep)
-    print(f"\nnode {node} set DOWN at {down - started:.0f} s (job {job}); the command exited {code} "
-          f"{time.monotonic() - down:.0f} s later: {headline(out)}; sacct: {accounted(env, job)}")
+    node, jobs = socket.gethostname().split(".")[0], []
+
+    def node_down(sweep) -> None:
+        jobs.extend(queued(env))
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=medexp-test-node-lost"],
+                       env=env, check=True)
+
+    code, out, before, after = interrupted(args, env, cache, 1, node_down)
+    (job,) = jobs
+    print(f"\nnode {node} set DOWN at {before:.0f} s (job {job}); the command exited {code} {after:.0f} s later: "
+          f"{headline(out)}; sacct: {accounted(env, job)}")
     # Slurm requeues a job whose node failed (JobRequeue=1, its default); the cell resumes from its shards.
     assert code == 0, out[-3000:]
     assert ": 1 cells: 1 computed, 0 reused (tracked earlier), 0 failed, 1 requeued or retried" in headline(out)
@@ -152,13 +138,14 @@ def test_a_signal_to_the_driving_command_cancels_its_jobs_and_ends_every_run_kil
     cache = fresh_cache(tmp_path / "cache", models)
     env = environment(SLURM_CONF=slurm, MEDEXP_CACHE=str(cache))
     args = ["-m", BOTH, *EXCH, *on_slurm(tracking_server, tmp_path, experiment, "hydra.launcher.timeout_min=30")]
-    sweep = start(*args, env=env, new_session=True)
-    wait_mid_cell(cache, sweep, entries=2)
-    jobs = queued(env)
-    signal_group_or_process(sweep, signum, to_group)
-    sent = time.monotonic()
-    code, out = finish(sweep)
-    print(f"\n{name} to the driving command: it exited {code} {time.monotonic() - sent:.1f} s later: {headline(out)}; "
+    jobs: list[str] = []
+
+    def stop(sweep) -> None:
+        jobs.extend(queued(env))
+        signal_group_or_process(sweep, signum, to_group)
+
+    code, out, _, after = interrupted(args, env, cache, 2, stop, new_session=True)
+    print(f"\n{name} to the driving command: it exited {code} {after:.1f} s later: {headline(out)}; "
           f"sacct: {[accounted(env, job) for job in jobs]}")
     assert code == status, out[-3000:]
     assert f"medexp: sweep interrupted by {name}; its runs end KILLED, rerun the same command to resume" in out
