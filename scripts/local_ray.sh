@@ -95,6 +95,9 @@ down() {
         say "$(echo "$pids" | wc -w) processes ignored SIGTERM; sending SIGKILL"
         # shellcheck disable=SC2086
         kill -9 $pids 2>/dev/null || true
+        # A killed process lingers until the kernel has torn it down: `down` returns once they are gone.
+        for _ in $(seq 50); do [[ -z "$(live_pids)" ]] && break; sleep 0.1; done
+        [[ -z "$(live_pids)" ]] || die "processes $(live_pids | tr '\n' ' ')survived SIGKILL"
     fi
     rm -f "$PIDS"
     say "stopped"

@@ -31,7 +31,9 @@ class CellOutcome:
     cell_key: str
     run_id: str | None  # None only when the tracking store failed before the run was opened
     # FINISHED, FAILED, CACHED (a finished run with this key already existed) or SHARED (a task of
-    # shared work: the cell's cache entries filled with other jobs, nothing tracked)
+    # shared work: the cell's cache entries filled with other jobs, nothing tracked); in a sweep's
+    # outcome file also RUNNING (the cell started and has not ended), KILLED (a signal stopped it)
+    # and REQUEUED (a signal stopped it and its job was requeued to run it again)
     status: str
     metrics: dict[str, float]
     error: str | None = None
@@ -41,8 +43,8 @@ class CellOutcome:
         """One line per cell. The p-value to three significant digits: scoring runs on the host's
         fastest kernels, so the same cell differs between CPUs in the fifth digit of its p-value
         (measured in docs/portability.md); the tracked metrics keep every digit."""
-        if self.status == "FAILED":
-            return f"{self.cell_key}  FAILED: {self.error}  run_id={self.run_id}"
+        if self.status in ("FAILED", "KILLED"):
+            return f"{self.cell_key}  {self.status}: {self.error}  run_id={self.run_id}"
         if self.status == "SHARED":
             m = {name: int(value) for name, value in self.metrics.items()}
             return (f"{self.cell_key}  shared work, task {m['task']} of {m['tasks']}: {m['n_shards_computed']} cache "

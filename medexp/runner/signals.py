@@ -40,6 +40,13 @@ def last_signal() -> str | None:
     return _received[-1] if _received else None
 
 
+def signals_received() -> int:
+    """How many signals :func:`signals_raise` has turned into exceptions in this process: one more
+    after a block than before it means a signal stopped the block, whatever was raised after it
+    (a launcher's handler of that signal raises its own errors)."""
+    return len(_received)
+
+
 def signal_name(error: BaseException) -> str | None:
     """The signal behind an interruption (KeyboardInterrupt is SIGINT), or None."""
     if isinstance(error, Interrupted):

@@ -4,9 +4,11 @@ The Hydra callback :class:`SweepParentRun` opens the parent run in the process t
 sweep. Each cell, in whatever process or machine the launcher runs it (a joblib worker, a
 submitit subprocess, a Slurm node), finds that parent in the tracking store by its sweep
 directory tag (environment variables do not reach Slurm or Ray workers), nests its run under it
-and writes its outcome as JSON into its job directory. When the launcher returns, the callback
-collects those files, prints the summary, logs it to the parent run and ends the parent FINISHED,
-or FAILED when a cell failed or a launched job reported nothing (lost).
+and writes its outcome as JSON into its job directory (RUNNING when it starts, then how it ended).
+When the launcher returns, the callback ends the cell runs its jobs left RUNNING, collects those
+files with the launcher's record of each job's end (medexp's Slurm and Ray launchers write one),
+prints the summary naming each cell's end, logs it to the parent run and ends the parent
+FINISHED, or FAILED when a cell did not finish (failed, killed, or lost: its job reported nothing).
 """
 
 from __future__ import annotations
@@ -18,18 +20,19 @@ import os
 import sys
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from hydra_plugins.medexp_grid_sweeper.job_ends import ENDS_FILE, JobEnd, read_job_ends
 from hydra_plugins.medexp_grid_sweeper.medexp_grid_sweeper import JOBS_FILE, read_launched_jobs
 from medexp.kernel.atomic import atomic_write_bytes
 from medexp.kernel.cell import Cell
 from medexp.runner.cell_run import CellOutcome, run_cell
-from medexp.runner.signals import exit_status, last_signal, signal_name, signals_raise
+from medexp.runner.signals import exit_status, last_signal, signal_name, signals_raise, signals_received
 from medexp.tracking import ReconciledRun, Tracker, TrackingUnavailable, ui_command
 
 log = logging.getLogger("medexp")
@@ -45,22 +48,55 @@ STOP_GRACE_S = 20.0
 def run_sweep_cell(cfg: DictConfig) -> CellOutcome:
     """One cell of a sweep: nested under the sweep's parent run, its outcome written to its job dir.
 
-    Never raises for an error of the cell or of the tracking store: the outcome says FAILED and
-    the sweep goes on.
+    The outcome file says RUNNING from the start (with the attempt's number: a requeued or retried
+    job runs the cell again in the same job dir), then how the cell ended. Never raises for an
+    error of the cell or of the tracking store: the outcome says FAILED and the sweep goes on. A
+    signal ends it KILLED and is raised again (the job exits with 128 + its number), unless the
+    launcher's own handler of the signal (submitit's, at a time limit) raised an error, which is
+    the job's end: the outcome says KILLED and the job returns it.
     """
     from hydra.core.hydra_config import HydraConfig
 
     job = HydraConfig.get()
+    job_dir = Path(job.runtime.output_dir)
+    key = Cell.from_config(cfg).key
+
+    def report(outcome: CellOutcome, parent: str | None) -> None:
+        write_outcome(job_dir, outcome, job.job.num, list(job.overrides.task), parent, attempt)
+
+    attempt = _attempt(job_dir)
+    report(CellOutcome(key, None, "RUNNING", {}), None)
+    signals_before = signals_received()
     parent = None
     try:
         tracker = Tracker(cfg.tracking, cfg.paths.root)
         parent = find_parent_run(tracker, _absolute(job.sweep.dir))
         outcome = run_cell(cfg, parent_run_id=parent, tracker=tracker)
-    except Exception as error:  # the store failed before or around the cell's own run
-        log.exception("cell of job %s could not be tracked", job.job.num)
-        outcome = CellOutcome(Cell.from_config(cfg).key, None, "FAILED", {}, f"{type(error).__name__}: {error}")
-    write_outcome(Path(job.runtime.output_dir), outcome, job.job.num, list(job.overrides.task), parent)
+    except Exception as error:
+        if signals_received() > signals_before:  # the launcher's handler of the signal raised
+            outcome = CellOutcome(key, None, "KILLED", {}, f"interrupted by {last_signal()}; then {error}")
+        else:  # the store failed before or around the cell's own run
+            log.exception("cell of job %s could not be tracked", job.job.num)
+            outcome = CellOutcome(key, None, "FAILED", {}, f"{type(error).__name__}: {error}")
+    except BaseException as error:
+        received = signal_name(error) or (last_signal() if signals_received() > signals_before else None)
+        if isinstance(error, SystemExit) and received:  # submitit's handler requeued the job, then exited
+            report(CellOutcome(key, None, "REQUEUED", {}, f"interrupted by {received}; its job was requeued"), parent)
+        else:
+            report(CellOutcome(key, None, "KILLED", {}, f"interrupted by {received or type(error).__name__}"), parent)
+        raise
+    report(outcome, parent)
     return outcome
+
+
+def _attempt(job_dir: Path) -> int:
+    """The number of this attempt at the job dir's cell: 1, or one more than an earlier attempt of
+    this sweep wrote (outcome files of earlier sweeps are removed when a sweep starts)."""
+    try:
+        earlier = json.loads((job_dir / OUTCOME_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return 1
+    return int(earlier.get("attempt", 1)) + 1
 
 
 def find_parent_run(tracker: Tracker, sweep_dir: str) -> str | None:
@@ -72,9 +108,8 @@ def find_parent_run(tracker: Tracker, sweep_dir: str) -> str | None:
     return runs[0].run_id
 
 
-def write_outcome(
-    job_dir: Path, outcome: CellOutcome, job_num: int, overrides: list[str], sweep_run_id: str | None
-) -> None:
+def write_outcome(job_dir: Path, outcome: CellOutcome, job_num: int, overrides: list[str], sweep_run_id: str | None,
+                  attempt: int = 1) -> None:
     """The cell's outcome as JSON in its job directory, written atomically."""
     record = {
         "job": job_num,
@@ -85,52 +120,85 @@ def write_outcome(
         "error": outcome.error,
         "p_value": outcome.metrics.get("p_value"),
         "sweep_run_id": sweep_run_id,
+        "attempt": attempt,
     }
     atomic_write_bytes(Path(job_dir) / OUTCOME_FILE, json.dumps(record, indent=1).encode("utf-8"))
 
 
+# How a cell ended, by its outcome file's status (a launched job without one is lost).
+CELL_ENDS = {"FINISHED": "computed", "CACHED": "reused", "SHARED": "shared", "FAILED": "failed", "KILLED": "killed",
+        "REQUEUED": "requeued", "RUNNING": "lost"}
+
+
 @dataclass(frozen=True)
 class SweepSummary:
-    """What the cells of a sweep reported, and the launched jobs that reported nothing."""
+    """What the cells of a sweep reported, the launched jobs that reported nothing, and how the
+    launcher saw each job end."""
 
     outcomes: list[dict[str, Any]]  # one per reporting job, by job number
     lost: list[dict[str, Any]]  # launched jobs ({"num", "overrides"}) without an outcome file
-    reconciled: list[ReconciledRun] = field(default_factory=list)  # stale RUNNING runs ended at the start
+    reconciled: list[ReconciledRun] = field(default_factory=list)  # stale RUNNING runs ended
+    job_ends: dict[int, JobEnd] = field(default_factory=dict)  # by job number, from medexp's Slurm and Ray launchers
 
     def count(self, status: str) -> int:
         return sum(outcome["status"] == status for outcome in self.outcomes)
 
+    def end_of(self, outcome: dict[str, Any]) -> str:
+        return CELL_ENDS.get(outcome["status"], outcome["status"].lower())
+
     @property
     def ok(self) -> bool:
-        return not self.lost and self.count("FAILED") == 0
+        """Every cell finished (computed, reused, or its shared work done)."""
+        return not self.lost and all(self.end_of(o) in ("computed", "reused", "shared") for o in self.outcomes)
 
     def metrics(self) -> dict[str, float]:
+        ends = [self.end_of(outcome) for outcome in self.outcomes]
         return {
             "n_cells": float(len(self.outcomes) + len(self.lost)),
-            "n_computed": float(self.count("FINISHED")),
-            "n_reused": float(self.count("CACHED")),
-            "n_failed": float(self.count("FAILED")),
-            "n_lost": float(len(self.lost)),
-            "n_shared": float(self.count("SHARED")),
+            "n_computed": float(ends.count("computed")),
+            "n_reused": float(ends.count("reused")),
+            "n_failed": float(ends.count("failed")),
+            "n_killed": float(ends.count("killed") + ends.count("requeued")),
+            "n_lost": float(len(self.lost) + ends.count("lost")),
+            "n_requeued": float(sum(int(o.get("attempt", 1)) > 1 or o["status"] == "REQUEUED" for o in self.outcomes)),
+            "n_shared": float(ends.count("shared")),
             "n_reconciled": float(len(self.reconciled)),
         }
 
     def headline(self) -> str:
         n = {key: int(value) for key, value in self.metrics().items()}
         text = f"{n['n_cells']} cells: {n['n_computed']} computed, {n['n_reused']} reused (tracked earlier), {n['n_failed']} failed"
-        text += f", {n['n_lost']} lost" if self.lost else ""
+        text += f", {n['n_killed']} killed" if n["n_killed"] else ""
+        text += f", {n['n_lost']} lost" if n["n_lost"] else ""
+        text += f", {n['n_requeued']} requeued or retried (ran more than once)" if n["n_requeued"] else ""
         text += f", {n['n_shared']} shared-work tasks (nothing tracked)" if n["n_shared"] else ""
         return text + (f"; {n['n_reconciled']} stale RUNNING runs ended" if self.reconciled else "")
 
+    def _launcher_says(self, num: int) -> str:
+        end = self.job_ends.get(num)
+        return f"; launcher: job {end.describe()}" if end is not None and not end.result else ""
+
+    def _note(self, outcome: dict[str, Any]) -> str:
+        """What a cell's line adds to its end: the error, the launcher's word, the attempts."""
+        end = self.end_of(outcome)
+        note = {"lost": f"started (attempt {outcome.get('attempt', 1)}) and never reported"}.get(end, outcome["error"] or "")
+        note += self._launcher_says(outcome["job"])
+        if int(outcome.get("attempt", 1)) > 1:
+            note += f"{'; ' if note else ''}attempt {outcome['attempt']}"
+        return note
+
     def text(self) -> str:
-        """The headline, then one line per failed cell (with its error) and per lost job."""
+        """The headline, then one line per cell that did not finish (its end, why, and what its
+        launcher saw), per cell that ran more than once, and per stale run ended."""
         lines = [self.headline()]
-        lines += [
-            f"  FAILED {o['cell_key']}: {o['error']} (job {o['job']}, run {o['run_id']})"
-            for o in self.outcomes
-            if o["status"] == "FAILED"
-        ]
-        lines += [f"  LOST job {job['num']} ({' '.join(job['overrides'])}): it wrote no outcome" for job in self.lost]
+        for o in self.outcomes:
+            end = self.end_of(o)
+            if end in ("computed", "reused", "shared") and int(o.get("attempt", 1)) == 1:
+                continue
+            run = f", run {o['run_id']}" if o["run_id"] else ""
+            lines.append(f"  {end.upper()} {o['cell_key']}: {self._note(o)} (job {o['job']}{run})")
+        lines += [f"  LOST job {job['num']} ({' '.join(job['overrides'])}): it wrote no outcome{self._launcher_says(job['num'])}"
+                  for job in self.lost]
         lines += [f"  {run.status} stale run {run.run_id} ({run.name}): {run.reason}" for run in self.reconciled]
         return "\n".join(lines)
 
@@ -139,19 +207,20 @@ class SweepSummary:
         rows = ["| job | cell | status | p_value | run_id | error |", "|---|---|---|---|---|---|"]
         for o in self.outcomes:
             p_value = "" if o["p_value"] is None else f"{o['p_value']:.3g}"
-            rows.append(
-                f"| {o['job']} | `{o['cell_key']}` | {o['status']} | {p_value} | {o['run_id'] or ''} | {o['error'] or ''} |"
-            )
+            status = "LOST" if self.end_of(o) == "lost" else o["status"]
+            rows.append(f"| {o['job']} | `{o['cell_key']}` | {status} | {p_value} | {o['run_id'] or ''} | {self._note(o)} |")
         rows += [
-            f"| {job['num']} | `{' '.join(job['overrides'])}` | LOST | | | wrote no outcome |" for job in self.lost
+            f"| {job['num']} | `{' '.join(job['overrides'])}` | LOST | | | wrote no outcome{self._launcher_says(job['num'])} |"
+            for job in self.lost
         ]
         rows += [f"| | `{run.name}` | {run.status} (stale) | | {run.run_id} | {run.reason} |" for run in self.reconciled]
         return f"# Sweep summary\n\n{self.headline()}\n\n" + "\n".join(rows) + "\n"
 
     def to_json(self) -> str:
         reconciled = [vars(run) for run in self.reconciled]
+        ends = {str(num): asdict(end) for num, end in sorted(self.job_ends.items())}
         return json.dumps({"metrics": self.metrics(), "cells": self.outcomes, "lost": self.lost,
-                           "reconciled": reconciled}, indent=1)
+                           "reconciled": reconciled, "job_ends": ends}, indent=1)
 
 
 def collect(sweep_dir: str | Path, reconciled: list[ReconciledRun] | None = None) -> SweepSummary:
@@ -163,7 +232,8 @@ def collect(sweep_dir: str | Path, reconciled: list[ReconciledRun] | None = None
     )
     reported = {outcome["job"] for outcome in outcomes}
     launched = read_launched_jobs(sweep_dir) or []  # absent when another sweeper ran the sweep
-    return SweepSummary(outcomes, [job for job in launched if job["num"] not in reported], list(reconciled or []))
+    return SweepSummary(outcomes, [job for job in launched if job["num"] not in reported], list(reconciled or []),
+                        read_job_ends(sweep_dir))
 
 
 class SweepParentRun(Callback):
@@ -294,18 +364,25 @@ class SweepParentRun(Callback):
             log.exception("could not end the sweep run of an aborted sweep")
 
     def _end(self, aborted: bool) -> SweepSummary:
-        """Collect the outcomes, write the summary into the sweep dir, print it, and record it in
-        the parent run, ended FINISHED, FAILED or KILLED (its in-flight cells KILLED with it).
-        When the store refuses, the summary is still printed and written there, and the parent's
-        end is noted for the next command on that store (the tracker's pending ends)."""
+        """End the cells' runs left RUNNING, collect the outcomes, write the summary into the sweep
+        dir, print it, and record it in the parent run, ended FINISHED, FAILED or KILLED. When the
+        store refuses, the summary is still printed and written there, and the parent's end is
+        noted for the next command on that store (the tracker's pending ends)."""
         sweep = self._open
         assert sweep is not None, "on_multirun_start did not run"
         self._open = None
         if self in _DRIVING:
             _DRIVING.remove(self)
         self._context.close()
-        summary = collect(sweep.sweep_dir, sweep.reconciled)
         received = last_signal() if aborted else None
+        tracker, store_error, orphans = self._tracker, None, []
+        try:
+            tracker = tracker or Tracker(OmegaConf.create(sweep.tracking), sweep.root)
+            orphans = _end_orphans(tracker, sweep, aborted, received)
+        except Exception as error:  # the store is down: the parent's end below is noted for the next command
+            log.warning("could not end the cells' runs left RUNNING: %s: %s", type(error).__name__, error)
+            store_error = error
+        summary = collect(sweep.sweep_dir, [*sweep.reconciled, *orphans])
         status = "KILLED" if aborted else ("FINISHED" if summary.ok else "FAILED")
         try:
             local = str(_write_summary(Path(sweep.sweep_dir), summary))
@@ -314,7 +391,8 @@ class SweepParentRun(Callback):
             local = "the lines above"
         print(f"sweep run {sweep.run_id} {status}{' (aborted)' if aborted else ''}: {summary.text()}")
         try:
-            tracker = self._tracker or Tracker(OmegaConf.create(sweep.tracking), sweep.root)
+            if tracker is None:  # no client could be opened: nothing can be recorded, nor noted
+                raise store_error or RuntimeError("no tracking store")
             self._record(tracker, sweep, summary, status, received)
         except Exception as error:
             print(f"medexp: error: the sweep run {sweep.run_id} could not be ended {status} in the tracking store "
@@ -326,20 +404,47 @@ class SweepParentRun(Callback):
 
     @staticmethod
     def _record(tracker: Tracker, sweep: _OpenSweep, summary: SweepSummary, status: str, received: str | None) -> None:
-        import psutil
-
-        reason = f"interrupted by {received}" if received else "the sweep stopped before its launcher returned"
         try:
-            if status == "KILLED":  # the cells its workers ran when they were stopped
-                stopping = {child.pid for child in psutil.Process().children(recursive=True)}
-                tracker.end_orphans(sweep.run_id, f"{reason}, while this cell ran", received, stopping)
             tracker.log_metrics(sweep.run_id, summary.metrics())
             tracker.log_files(sweep.run_id, dict(zip(SUMMARY_FILES, (summary.markdown(), summary.to_json()))))
         finally:  # ended even when the summary could not be logged (or noted for the next command)
             if status == "KILLED":
-                tracker.kill(sweep.run_id, reason, received)
+                tracker.kill(sweep.run_id, _stop_reason(received), received)
             else:
                 tracker.finish(sweep.run_id, status)
+
+
+def _stop_reason(received: str | None) -> str:
+    return f"interrupted by {received}" if received else "the sweep stopped before its launcher returned"
+
+
+def _end_orphans(tracker: Tracker, sweep: _OpenSweep, aborted: bool, received: str | None) -> list[ReconciledRun]:
+    """End KILLED the cells' runs still RUNNING under the parent whose process has ended. Once every
+    launched job has ended (the launcher returned, or medexp's Slurm or Ray launcher saw each job
+    end after cancelling it), that is every such run, on any host: a lost node, a job killed past
+    its time, a worker gone. Otherwise (a launcher stopped midway) only those on this host whose
+    process is gone or among the processes this one is stopping; runs on other hosts are ended by
+    the heartbeat check of a later command."""
+    import psutil
+
+    if not aborted or _every_job_ended(Path(sweep.sweep_dir)):
+        reason = (f"{_stop_reason(received)}; its job ended without ending the run" if aborted else
+                  "its job ended without ending the run (a lost node or worker, a kill past a time limit or grace)")
+        ended = []
+        for run in tracker.search({"mlflow.parentRunId": sweep.run_id}, status="RUNNING"):
+            name = run.tags.get("medexp.cell_key") or run.run_id
+            log.warning("cell run %s (%s) ends KILLED: %s", run.run_id, name, reason)
+            tracker.kill(run.run_id, reason, received)
+            ended.append(ReconciledRun(run.run_id, name, reason))
+        return ended
+    stopping = {child.pid for child in psutil.Process().children(recursive=True)}
+    return tracker.end_orphans(sweep.run_id, f"{_stop_reason(received)}, while this cell ran", received, stopping)
+
+
+def _every_job_ended(sweep_dir: Path) -> bool:
+    """Whether the launcher recorded an end for every launched job (medexp's Slurm and Ray launchers do)."""
+    launched, ends = read_launched_jobs(sweep_dir) or [], read_job_ends(sweep_dir)
+    return bool(launched) and all(job["num"] in ends for job in launched)
 
 
 @dataclass(frozen=True)
@@ -381,5 +486,6 @@ def _remove_previous_reports(sweep_dir: Path) -> None:
     """Reports of an earlier sweep in the same directory must not be counted as this sweep's."""
     if not sweep_dir.is_dir():
         return
-    for path in [sweep_dir / JOBS_FILE, *(sweep_dir / name for name in SUMMARY_FILES), *sweep_dir.rglob(OUTCOME_FILE)]:
+    for path in [sweep_dir / JOBS_FILE, sweep_dir / ENDS_FILE, *(sweep_dir / name for name in SUMMARY_FILES),
+                 *sweep_dir.rglob(OUTCOME_FILE)]:
         path.unlink(missing_ok=True)

@@ -12,45 +12,16 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, free_port, sweep_and_cells
+from tests.conftest import REPO, sweep_and_cells
 
 pytestmark = pytest.mark.cluster
-
-SCRIPT = REPO / "scripts" / "local_ray.sh"
-
-
-@pytest.fixture(scope="module")
-def ray_cluster():
-    """The environment (RAY_ADDRESS and its token) of a running two-node cluster, stopped after the module."""
-    ray = shutil.which("ray", path=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
-    if ray is None:
-        pytest.skip("Ray is not installed (pip install -e '.[ray]')")
-    # A short directory: Ray nests its Unix sockets under it (at most 107 bytes a path).
-    state = Path(tempfile.mkdtemp(prefix="mxray-"))
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("MEDEXP_", "RAY_"))}
-    env.update(PATH=f"{Path(ray).parent}{os.pathsep}{env.get('PATH', '')}", MEDEXP_RAY_DIR=str(state),
-               MEDEXP_RAY_PORT=str(free_port()))
-    up = subprocess.run([str(SCRIPT), "up"], env=env, capture_output=True, text=True, timeout=300)
-    try:
-        assert up.returncode == 0, up.stdout + up.stderr
-        assert "2 nodes up" in up.stdout
-        exports = up.stdout.strip().splitlines()[-1].removeprefix("export ").split()
-        yield dict(item.split("=", 1) for item in exports), state
-    finally:
-        pids = (state / "ray.pids").read_text().split() if (state / "ray.pids").exists() else []
-        down = subprocess.run([str(SCRIPT), "down"], env=env, capture_output=True, text=True, timeout=120)
-        assert down.returncode == 0, down.stdout + down.stderr
-        assert pids and not [pid for pid in pids if _alive(int(pid))]
-        shutil.rmtree(state, ignore_errors=True)
 
 
 def test_grid_cells_run_on_both_ray_nodes_into_the_tracking_server(ray_cluster, tracking_server, tmp_path):
@@ -78,16 +49,6 @@ def test_grid_cells_run_on_both_ray_nodes_into_the_tracking_server(ray_cluster, 
     nodes = {run.data.tags["medexp.ray_node_id"] for run in cells}
     assert len(nodes) == 2, nodes  # one CPU per node and a CPU per cell: the cells used both nodes
     assert (cache / "scores").is_dir()  # MEDEXP_CACHE travelled from the submitting shell to the tasks
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie no parent reaps does not)."""
-    import psutil
-
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def test_a_cell_split_across_both_ray_nodes_fills_the_cache_one_process_fills(ray_cluster, tmp_path):

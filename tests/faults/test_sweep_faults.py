@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 
 import pytest
-import requests
 from mlflow.tracking import MlflowClient
 
 from tests.conftest import REPO, free_port
+from tests.faults.servers import LosingProxy, Server
 
 pytestmark = pytest.mark.faults
 
@@ -88,38 +88,9 @@ def reference(tmp_path_factory) -> dict[str, dict]:
     return results(uri)
 
 
-class Server:
-    """``mlflow server`` on 127.0.0.1 with a sqlite store, stopped and started again on the same port."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder, self.port = folder, free_port()
-        self.uri = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        log = open(self.folder / "server.log", "a")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{self.folder / 'mlflow.db'}",
-             "--artifacts-destination", str(self.folder / "artifacts"), "--host", "127.0.0.1", "--port",
-             str(self.port), "--workers", "1"], stdout=log, stderr=subprocess.STDOUT, cwd=self.folder, env=ENV)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if requests.get(f"{self.uri}/health", timeout=2).ok:
-                    return
-            except requests.RequestException:
-                time.sleep(1)
-        raise AssertionError((self.folder / "server.log").read_text()[-3000:])
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=60)
-
-
 @pytest.fixture()
 def server(tmp_path):
-    running = Server(tmp_path)
+    running = Server(tmp_path, ENV)
     running.start()
     yield running
     running.stop()
@@ -157,6 +128,41 @@ def test_a_sweep_whose_server_dies_after_the_first_cell_exits_1_and_a_rerun_comp
     assert [run.info.status for run in parents] == ["FAILED", "FINISHED"]
     assert "recorded late" in parents[0].data.tags["medexp.late_end"]
     assert results(server.uri) == {key: value for key, value in reference.items() if "mink_tail" in key[0]}
+
+
+def test_a_server_lost_while_a_cell_uploads_its_artefacts_never_leaves_it_finished_and_a_rerun_completes(
+        tmp_path, server, reference):
+    # The server answers through a proxy that drops everything from the cell's second result
+    # artefact on (upload 1 is config.yaml at the start, 2 and 3 the figure and the table).
+    proxy = LosingProxy(server.uri, lose_at=3)
+    proxy.start()
+    try:
+        args = [*ONE_CELL, f"tracking.uri={proxy.uri}", f"paths.cache_dir={tmp_path / 'cache'}", f"paths.root={tmp_path}",
+                "tracking.retry_backoff_s=0.2"]
+        code, out, err = finish(medexp(*args))
+        assert code == 1, err[-3000:]
+        assert proxy.lost and len(proxy.passed) == 2  # config.yaml and one result artefact reached the server
+        (run,) = cells(server.uri)  # read from the server itself
+        assert run.info.status == "RUNNING"  # its end could not reach the server: noted for the next command
+        assert len(artefacts(server.uri, run.info.run_id)) == 2
+        assert "the next medexp command on that store ends it" in out + err
+
+        proxy.restore()  # the server is back
+        code, out, err = finish(medexp(*args))
+        assert code == 0, err[-3000:]
+        assert "logging the result computed earlier that its store refused" in out + err  # not computed again
+    finally:
+        proxy.stop()
+    assert_nothing_running(server.uri)
+    first, second = sorted(cells(server.uri), key=lambda run: run.info.start_time)
+    assert first.info.status == "FAILED" and "recorded late" in first.data.tags["medexp.late_end"]
+    assert second.info.status == "FINISHED"
+    assert artefacts(server.uri, second.info.run_id) == {"config.yaml", "delta_tail.png", "per_stratum.parquet"}
+    assert results(server.uri) == {key: value for key, value in reference.items() if "high_gain_a" in key[0]}
+
+
+def artefacts(uri: str, run_id: str) -> set[str]:
+    return {item.path for item in MlflowClient(uri).list_artifacts(run_id)}
 
 
 def test_a_sweep_whose_server_is_unreachable_exits_2_before_launching_any_cell(tmp_path):

@@ -27,11 +27,21 @@ def hydra_config(*overrides: str):
 
 def plugin_schemas():
     from hydra_plugins.hydra_joblib_launcher.config import JobLibLauncherConf
-    from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf, SlurmQueueConf
+    from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf
     from hydra_plugins.medexp_ray_launcher.medexp_ray_launcher import RayLauncherConf
+    from hydra_plugins.medexp_slurm_launcher.medexp_slurm_launcher import MedexpSlurmQueueConf
 
-    return {"joblib": JobLibLauncherConf, "submitit_local": LocalQueueConf, "submitit_slurm": SlurmQueueConf,
+    return {"joblib": JobLibLauncherConf, "submitit_local": LocalQueueConf, "submitit_slurm": MedexpSlurmQueueConf,
             "ray": RayLauncherConf}
+
+
+def test_medexp_slurm_launcher_takes_exactly_the_published_launchers_options():
+    # Hydra validates conf/hydra/launcher/submitit_slurm.yaml against the plugin's own schema of
+    # that name, so medexp's subclass may not add an option.
+    from hydra_plugins.hydra_submitit_launcher.config import SlurmQueueConf
+    from hydra_plugins.medexp_slurm_launcher.medexp_slurm_launcher import MedexpSlurmQueueConf
+
+    assert set(OmegaConf.structured(MedexpSlurmQueueConf).keys()) == set(OmegaConf.structured(SlurmQueueConf).keys())
 
 
 @pytest.mark.parametrize("name", ["joblib", "submitit_local", "submitit_slurm", "ray"])
