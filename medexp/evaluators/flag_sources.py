@@ -22,6 +22,7 @@ be read or computed refuses the cell with an error naming it.
 from __future__ import annotations
 
 import copy
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +34,8 @@ from medexp.config.schemas import FlagSourceKind
 from medexp.kernel.hashing import stable_hash
 
 FLAG_COLUMNS = ("example_id", "image", "flagged")
+
+log = logging.getLogger(__name__)
 
 
 class FlagSourceError(ValueError):
@@ -112,7 +115,12 @@ def load_flags(cfg, benchmark: Benchmark, cache_dir: str | Path) -> FlagTable:
     if table.empty:
         raise FlagSourceError(f"flag source {source.name} (kind {kind.value}) judged none of the "
                               f"{len(benchmark.examples)} examples of bench={cfg.bench.name}")
-    return FlagTable(str(source.name), table, len(benchmark.examples) - len(table), details, tuple(warnings))
+    flag_table = FlagTable(str(source.name), table, len(benchmark.examples) - len(table), details, tuple(warnings))
+    counts = flag_table.metrics()
+    log.info("flag source %s flagged %d of %d questions and %d of %d images (%d examples unjudged)", source.name,
+             counts["flags_n_questions_flagged"], counts["flags_n_questions"], counts["flags_n_images_flagged"],
+             counts["flags_n_images"], counts["flags_n_unjudged"])
+    return flag_table
 
 
 def parse_flags(values, example_ids, column: str) -> np.ndarray:

@@ -69,8 +69,11 @@ def test_a_cell_split_across_both_ray_nodes_fills_the_cache_one_process_fills(ra
     assert split.returncode == 0, split.stdout[-3000:] + split.stderr[-3000:]
     assert "2 shared-work tasks (nothing tracked)" in split.stdout
     # Ray may print a task's line twice (each node's log monitor reads the one host's worker logs).
-    counts = dict(re.findall(r"task (\d) of 2: (\d+) cache shards computed here", split.stdout))
-    assert sorted(counts) == ["0", "1"] and all(int(n) >= 1 for n in counts.values())  # both took part
+    counts = {task: int(n) for task, n in re.findall(r"task (\d) of 2: (\d+) cache shards computed here", split.stdout)}
+    # Both tasks ran and between them computed every shard once. Each may not compute one: a task
+    # whose worker starts late finds every shard taken (measured once in docs/clusters.md).
+    shards = [path for path in caches["split"].glob("*/*/shard-*.json")]
+    assert sorted(counts) == ["0", "1"] and sum(counts.values()) == len(shards) >= 8, (counts, len(shards))
     alone = subprocess.run(
         [sys.executable, "-m", "medexp", *cell, f"tracking.uri=sqlite:///{tmp_path / 'alone.db'}"],
         cwd=REPO, env={**env, "MEDEXP_CACHE": str(caches["alone"])}, capture_output=True, text=True, timeout=1500)
