@@ -55,20 +55,25 @@ def environment(**extra: str) -> dict[str, str]:
     return {**{k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}, "PYTHONPATH": str(REPO), **extra}
 
 
+def undisturbed(tmp: Path, cache: Path, *cells: str) -> dict[str, dict[str, float]]:
+    """The metrics of ``cells`` (a sweep's overrides) computed in one local process, undisturbed,
+    by cell key, with score caches of their own in ``cache``."""
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "medexp", "-m", *cells, f"tracking.uri={uri}",
+                           f"hydra.sweep.dir={tmp / 'sweep'}", f"paths.root={tmp}"],
+                          cwd=REPO, env=environment(MEDEXP_CACHE=str(cache)), capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    print(f"\nreference: {' '.join(cells)} in one local process: {time.monotonic() - started:.0f} s")
+    return {run.data.tags["medexp.cell_key"]: run.data.metrics for run in cell_runs(uri)}
+
+
 @pytest.fixture(scope="session")
 def reference(tmp_path_factory) -> tuple[dict[str, dict[str, float]], Path]:
     """The metrics of both exch cells computed in one local process, undisturbed (by cell key), and
     the demo models it built (for the fault tests' caches)."""
     tmp = tmp_path_factory.mktemp("reference")
-    uri = f"sqlite:///{tmp / 'mlflow.db'}"
-    started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "medexp", "-m", BOTH, *EXCH, f"tracking.uri={uri}",
-                           f"hydra.sweep.dir={tmp / 'sweep'}", f"paths.root={tmp}"],
-                          cwd=REPO, env=environment(MEDEXP_CACHE=str(tmp / "cache")), capture_output=True, text=True,
-                          timeout=1800)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    print(f"\nreference: both exch cells in one local process, demo models built: {time.monotonic() - started:.0f} s")
-    return {run.data.tags["medexp.cell_key"]: run.data.metrics for run in cell_runs(uri)}, tmp / "cache" / "demo"
+    return undisturbed(tmp, tmp / "cache", BOTH, *EXCH), tmp / "cache" / "demo"
 
 
 def fresh_cache(folder: Path, models: Path) -> Path:

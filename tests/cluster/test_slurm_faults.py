@@ -22,9 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.conftest import (BOTH, EXCH, assert_nothing_running, cancelled_task_is_a_killed_cell, cell_runs,
+from tests.cluster.conftest import (BOTH, EXCH, SHARDS, assert_nothing_running, cancelled_task_is_a_killed_cell, cell_runs,
                                     environment, finish, fresh_cache, headline, interrupted, rerun_completes,
-                                    server_lost_mid_sweep, signal_group_or_process, slurm_cluster, start, sweep_runs)
+                                    server_lost_mid_sweep, signal_group_or_process, slurm_cluster, start, sweep_runs,
+                                    undisturbed)
 
 pytestmark = pytest.mark.cluster
 
@@ -73,16 +74,21 @@ def test_a_cancelled_array_task_is_a_killed_cell_and_a_rerun_completes_the_grid(
 
 
 def test_a_cell_reaching_its_time_limit_ends_killed_and_a_rerun_resumes_it(slurm, tracking_server, reference, tmp_path):
-    # --time=2 and Slurm's warning 60 s before it (--signal=USR2@60): the cell gets the warning
+    # --time=3 and Slurm's warning 60 s before it (--signal=USR2@60; Slurm may send it up to a
+    # minute earlier still). The cell outlasts the limit: 300 other orders per shard, about 3 min of
+    # scoring on 2 idle cores (the fault tests' 60 took 50 s in all, so a warning due at 60 s, or
+    # sent a little late, found it finished). So the warning, or the limit itself, stops it
     # mid-scoring; max_num_timeout=0, so submitit does not requeue it.
-    expected, models = reference
+    _, models = reference
+    cell = ["model=demo_leaky", "detector=exch", "detector.shards=10", "detector.permutations=300"]
+    expected = undisturbed(tmp_path / "reference", fresh_cache(tmp_path / "reference-cache", models), *cell)
     cache = fresh_cache(tmp_path / "cache", models)
     env = environment(SLURM_CONF=slurm, MEDEXP_CACHE=str(cache))
-    limit = ["hydra.launcher.timeout_min=2", "hydra.launcher.signal_delay_s=60", "hydra.launcher.max_num_timeout=0"]
-    args = ["-m", "model=demo_leaky", *EXCH, *on_slurm(tracking_server, tmp_path, "time_limit", *limit)]
+    limit = ["hydra.launcher.timeout_min=3", "hydra.launcher.signal_delay_s=60", "hydra.launcher.max_num_timeout=0"]
+    args = ["-m", *cell, *on_slurm(tracking_server, tmp_path, "time_limit", *limit)]
     started = time.monotonic()
     code, out = finish(start(*args, env=env))
-    print(f"\n--time=2 min: the command exited {code} after {time.monotonic() - started:.0f} s: {headline(out)}")
+    print(f"\n--time=3 min: the command exited {code} after {time.monotonic() - started:.0f} s: {headline(out)}")
     assert code == 1, out[-3000:]
     assert ": 1 cells: 0 computed, 0 reused (tracked earlier), 0 failed, 1 killed" in headline(out)
     (run,) = cell_runs(tracking_server, "time_limit")
@@ -91,11 +97,11 @@ def test_a_cell_reaching_its_time_limit_ends_killed_and_a_rerun_resumes_it(slurm
     print(f"  the cell's run {run.info.status} by {received}; sacct: {job} {accounted(env, job)}")
     assert run.info.status == "KILLED" and received in ("SIGUSR2", "SIGTERM")  # the warning, or the limit itself
     assert accounted(env, job)[-1] in ("COMPLETED", "TIMEOUT")  # the job ended on the warning, or was stopped at --time
-    assert sum(1 for _ in (cache / "scores").rglob("shard-*.parquet")) < 10  # it was stopped mid-cell
+    assert sum(1 for _ in (cache / "scores").rglob("shard-*.parquet")) < SHARDS  # it was stopped mid-cell
     assert_nothing_running(tracking_server, "time_limit")
 
     rerun = [arg for arg in args if not arg.startswith("hydra.launcher.timeout_min=")] + ["hydra.launcher.timeout_min=30"]
-    rerun_completes(rerun, env, tracking_server, "time_limit", {LEAKY: expected[LEAKY]}, reused=0, computed=1)
+    rerun_completes(rerun, env, tracking_server, "time_limit", expected, reused=0, computed=1)
 
 
 def test_a_cell_whose_node_goes_down_is_requeued_and_resumes_to_the_undisturbed_result(slurm, tracking_server,
