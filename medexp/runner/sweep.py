@@ -127,7 +127,7 @@ def write_outcome(job_dir: Path, outcome: CellOutcome, job_num: int, overrides: 
 
 # How a cell ended, by its outcome file's status (a launched job without one is lost).
 CELL_ENDS = {"FINISHED": "computed", "CACHED": "reused", "SHARED": "shared", "FAILED": "failed", "KILLED": "killed",
-        "REQUEUED": "requeued", "RUNNING": "lost"}
+             "REQUEUED": "requeued", "RUNNING": "lost"}
 
 
 @dataclass(frozen=True)
@@ -430,13 +430,7 @@ def _end_orphans(tracker: Tracker, sweep: _OpenSweep, aborted: bool, received: s
     if not aborted or _every_job_ended(Path(sweep.sweep_dir)):
         reason = (f"{_stop_reason(received)}; its job ended without ending the run" if aborted else
                   "its job ended without ending the run (a lost node or worker, a kill past a time limit or grace)")
-        ended = []
-        for run in tracker.search({"mlflow.parentRunId": sweep.run_id}, status="RUNNING"):
-            name = run.tags.get("medexp.cell_key") or run.run_id
-            log.warning("cell run %s (%s) ends KILLED: %s", run.run_id, name, reason)
-            tracker.kill(run.run_id, reason, received)
-            ended.append(ReconciledRun(run.run_id, name, reason))
-        return ended
+        return tracker.end_orphans(sweep.run_id, reason, received, None)
     stopping = {child.pid for child in psutil.Process().children(recursive=True)}
     return tracker.end_orphans(sweep.run_id, f"{_stop_reason(received)}, while this cell ran", received, stopping)
 

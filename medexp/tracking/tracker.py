@@ -248,19 +248,21 @@ class Tracker:
         return ended
 
     def end_orphans(self, parent_run_id: str, reason: str, signal_name: str | None,
-                    stopping: set[int]) -> list[ReconciledRun]:
+                    stopping: set[int] | None) -> list[ReconciledRun]:
         """End KILLED the RUNNING runs nested under ``parent_run_id`` that ran on this host in a
-        process that is gone or among ``stopping`` (processes the caller is stopping)."""
+        process that is gone or among ``stopping`` (processes the caller is stopping); with
+        ``stopping`` None, every one of them on any host (the caller knows every job has ended)."""
         import socket
 
         ended = []
         for run in self.search({"mlflow.parentRunId": parent_run_id}, status="RUNNING"):
-            if run.tags.get("medexp.host") != socket.gethostname():
-                continue  # another node's cell may still run; a silent one is reconciled by heartbeat
-            pid = run.tags.get("medexp.pid", "")
-            stopped = pid.isdigit() and int(pid) in stopping
-            if not stopped and why_gone(run.tags, run.start_time, self.settings["stale_after_s"]) is None:
-                continue
+            if stopping is not None:
+                if run.tags.get("medexp.host") != socket.gethostname():
+                    continue  # another node's cell may still run; a silent one is reconciled by heartbeat
+                pid = run.tags.get("medexp.pid", "")
+                stopped = pid.isdigit() and int(pid) in stopping
+                if not stopped and why_gone(run.tags, run.start_time, self.settings["stale_after_s"]) is None:
+                    continue
             name = run.tags.get("medexp.cell_key") or run.run_id
             log.warning("cell run %s (%s) ends KILLED: %s", run.run_id, name, reason)
             self.kill(run.run_id, reason, signal_name)
