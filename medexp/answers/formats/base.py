@@ -16,6 +16,7 @@ question text; a line naming no example or several is a bad line, never guessed.
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import shutil
@@ -54,8 +55,7 @@ class BadLines:
     lines: list[BadLine] = field(default_factory=list)
 
     def add(self, line: BadLine) -> None:
-        self.lines.append(line)
-        self.lines.sort(key=lambda bad: bad.number)
+        bisect.insort(self.lines, line, key=lambda bad: bad.number)  # after those of its number, as a stable sort puts it
 
     def counts(self) -> dict[str, int]:
         return dict(Counter(line.reason for line in self.lines))
@@ -121,6 +121,28 @@ def json_lines(path: Path, bad: Optional[BadLines]) -> Iterator[ReplyRecord]:
             yield number, where, record
         elif bad is not None:
             bad.add(BadLine(where, record.reason, record.detail, number))
+
+
+def named_lines(reading: Reading, name: str) -> Iterator[ReplyRecord]:
+    """Every JSON-object line of the reply file(s) (``*.jsonl`` under a folder) naming its probe by
+    a non-empty string ``name``; the other lines go to ``reading.bad`` ("no <name>")."""
+    for path in files_under(reading.path, "*.jsonl"):
+        for number, where, line in json_lines(path, reading.bad):
+            if not isinstance(line.get(name), str) or not line[name]:
+                reading.bad.add(BadLine(where, f"no {name}", f"no non-empty string {name} in {sorted(line)}", number))
+                continue
+            yield number, where, line
+
+
+def probe_line(probe, export: Export, image: Any) -> dict:
+    """What a line (jsonl) or doc (lmms_eval) of an exported probe holds: its id and probe set, its
+    kind, question and options (a list, or None for a free-text probe), the prompt the cell's
+    answer settings render, ``image`` as the format writes it, and the gold."""
+    from medexp.answers.prompt import render_prompt
+
+    return {PROBE_ID: probe.probe_id, PROBE_SET: export.probe_set, "kind": probe.kind, "question": probe.question,
+            "options": list(probe.options) if probe.options is not None else None,
+            "prompt": render_prompt(probe, export.answer_cfg), "image": image, "gold": probe.gold}
 
 
 def write_json_lines(path: Path, records: Iterable[dict]) -> Path:

@@ -19,32 +19,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from medexp.answers.formats.base import (
-    PROBE_ID, PROBE_SET, BadLine, Export, HarnessFormat, Reading, ReplyRecord, copy_images, files_under, json_lines,
-    write_json_lines,
+    PROBE_ID, Export, HarnessFormat, Reading, ReplyRecord, copy_images, named_lines, probe_line, write_json_lines,
 )
 
 PROBES = "probes.jsonl"
 
 
 def write(export: Export) -> list[Path]:
-    from medexp.answers.prompt import render_prompt
-
     images = copy_images(export.probes, export.out)
-    lines = ({PROBE_ID: probe.probe_id, PROBE_SET: export.probe_set, "example_id": probe.example_id,
-              "kind": probe.kind, "question": probe.question,
-              "options": list(probe.options) if probe.options is not None else None,
-              "prompt": render_prompt(probe, export.answer_cfg), "image": images.get(probe.probe_id),
-              "gold": probe.gold} for probe in export.probes)
+    lines = ({**probe_line(probe, export, images.get(probe.probe_id)), "example_id": probe.example_id}
+             for probe in export.probes)
     return [write_json_lines(export.out / PROBES, lines)]
 
 
 def read(reading: Reading) -> Iterator[ReplyRecord]:
-    for path in files_under(reading.path, "*.jsonl"):
-        for number, where, line in json_lines(path, reading.bad):
-            if not isinstance(line.get(PROBE_ID), str) or not line[PROBE_ID]:
-                reading.bad.add(BadLine(where, "no probe_id", f"no non-empty string probe_id in {sorted(line)}", number))
-                continue
-            yield number, where, line
+    return named_lines(reading, PROBE_ID)
 
 
 FORMAT = HarnessFormat(

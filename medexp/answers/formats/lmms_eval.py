@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from medexp.answers.formats.base import (
-    PROBE_ID, PROBE_SET, WORDING, BadLine, Export, HarnessFormat, Reading, ReplyRecord, copy_images, reply_record,
-    files_under, join_originals, json_lines, write_json_lines, write_text,
+    PROBE_ID, PROBE_SET, WORDING, BadLine, Export, HarnessFormat, Reading, ReplyRecord, copy_images, files_under,
+    join_originals, json_lines, probe_line, reply_record, write_json_lines, write_text,
 )
 
 OWN_ID = ("doc.question", "question")  # lmms-eval's own task: its doc_id indexes its copy, not the release
@@ -97,15 +97,10 @@ def process_results(doc, results):
 
 
 def write(export: Export) -> list[Path]:
-    from medexp.answers.prompt import render_prompt
-
     folder = export.out / export.name
     folder.mkdir(parents=True, exist_ok=True)
     images = copy_images(export.probes, folder)
-    docs = ({PROBE_ID: probe.probe_id, PROBE_SET: export.probe_set, "kind": probe.kind, "question": probe.question,
-             "options": list(probe.options) if probe.options is not None else None,
-             "prompt": render_prompt(probe, export.answer_cfg), "image": images.get(probe.probe_id, ""),
-             "gold": probe.gold} for probe in export.probes)
+    docs = (probe_line(probe, export, images.get(probe.probe_id, "")) for probe in export.probes)
     data = write_json_lines(folder / f"{export.name}.jsonl", docs)
     answer = export.answer_cfg
     sampling = float(answer.temperature) > 0
@@ -132,14 +127,15 @@ def read(reading: Reading) -> Iterator[ReplyRecord]:
         probe_set = task.group("probe_set") if task else None
         for number, where, sample in rows:  # an exported task's samples
             probe_id = _probe_id(sample) or _probe_by_position(reading, sample, where)
+            reply = _reply(sample)
             if not probe_id:
                 reading.bad.add(BadLine(where, "no probe_id", "a sample of an exported task without doc.probe_id or "
                                                               "a doc_id of the exported data file", number))
-            elif not isinstance(_reply(sample), str):
+            elif not isinstance(reply, str):
                 reading.bad.add(BadLine(where, "no reply field", "no text in filtered_resps or resps", number))
             else:
                 doc = sample.get("doc") if isinstance(sample.get("doc"), dict) else {}
-                yield number, where, reply_record(probe_id, _reply(sample), doc.get(PROBE_SET) or probe_set)
+                yield number, where, reply_record(probe_id, reply, doc.get(PROBE_SET) or probe_set)
 
 
 def _probe_id(sample: dict) -> Any:

@@ -49,7 +49,6 @@ class Manifest:
     def write(self, out: Path) -> Path:
         from medexp.answers.formats.base import write_text
 
-    
         path = out / MANIFEST
         text = json.dumps({KIND: VERSION, **asdict(self)}, indent=2, ensure_ascii=False) + "\n"
         write_text(path, text)

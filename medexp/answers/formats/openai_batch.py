@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from medexp.answers.formats.base import (
-    DECODING, WORDING, BadLine, Export, HarnessFormat, Reading, ReplyRecord, reply_record, files_under, json_lines,
-    write_json_lines,
+    DECODING, WORDING, Export, HarnessFormat, Reading, ReplyRecord, named_lines, reply_record, write_json_lines,
 )
 
 REQUESTS = "requests.jsonl"
@@ -39,13 +38,8 @@ def write(export: Export) -> list[Path]:
 
 
 def read(reading: Reading) -> Iterator[ReplyRecord]:
-    for path in files_under(reading.path, "*.jsonl"):
-        for number, where, line in json_lines(path, reading.bad):
-            custom_id = line.get("custom_id")
-            if not isinstance(custom_id, str) or not custom_id:
-                reading.bad.add(BadLine(where, "no custom_id", f"no non-empty string custom_id in {sorted(line)}", number))
-                continue
-            yield number, where, _reply(custom_id, line)
+    for number, where, line in named_lines(reading, "custom_id"):
+        yield number, where, _reply(line["custom_id"], line)
 
 
 def _reply(custom_id: str, line: dict) -> dict:

@@ -49,11 +49,14 @@ def write(export: Export) -> list[Path]:
     groups: dict[tuple[bool, bool], list[dict[str, Any]]] = {}
     # per file, an image's content -> the index of its first row there, which carries it
     first_row: dict[tuple[bool, bool], dict[str, int]] = {}
+    digests: dict[Any, str] = {}  # image path -> its content hash (an image serves several probes)
     for index, probe in enumerate(export.probes):
         row: dict[str, Any] = {"index": index}
         group = (probe.image is not None, probe.is_choice)
         if probe.image is not None:
-            digest = file_sha256(probe.image)
+            if probe.image not in digests:
+                digests[probe.image] = file_sha256(probe.image)
+            digest = digests[probe.image]
             if digest in first_row.setdefault(group, {}):
                 row["image"] = str(first_row[group][digest])
             else:
