@@ -18,7 +18,7 @@ import pandas as pd
 
 from medexp.answers.table import Status, as_response_table
 
-ANSWERS_VERSION = "answers-v1"  # bump when a change alters any response
+ANSWERS_VERSION = "answers-v2"  # bump when a change alters any response (v2: replies kept raw, judged apart)
 PROBE_SHARD = 256
 
 

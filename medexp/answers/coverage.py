@@ -6,8 +6,10 @@ share is below ``answer.min_answered`` has no verdict at all: :func:`require_ans
 :class:`TooFewAnswers`, which names the causes and their counts and carries the counts as
 metrics, so the run ends FAILED with them and a rerun asks exactly the failed probes again.
 
-Metrics (logged by every answering cell): ``n_probes``, ``n_answered`` (status ok or unparsed),
-``n_errors`` and ``n_errors.<cause>`` for every :class:`~medexp.answers.table.ErrorCause`.
+Metrics (logged by every answering cell, from its judged table): ``n_probes``, ``n_answered`` (a
+reply: an answer or a no-answer), ``n_errors`` and ``n_errors.<cause>`` for every other
+:class:`~medexp.answers.table.ErrorCause`, and ``n_refused`` (refusals the API or the harness
+recorded: no-answers, counted in the statistics, not errors).
 """
 
 from __future__ import annotations
@@ -31,8 +33,11 @@ def answer_metrics(table, prefix: str = "") -> dict[str, float]:
     (each name after ``prefix``, e.g. ``reference.<model>.``)."""
     errors = table["status"] == Status.error.value
     causes = Counter(table.loc[errors, "error_cause"])
-    metrics = {"n_probes": float(len(table)), "n_answered": float((~errors).sum()), "n_errors": float(errors.sum())}
-    metrics.update({f"n_errors.{cause.value}": float(causes.get(cause.value, 0)) for cause in ErrorCause})
+    metrics = {"n_probes": float(len(table)), "n_answered": float((~errors).sum()), "n_errors": float(errors.sum()),
+               "n_refused": float(((table["status"] == Status.no_answer.value)
+                                   & (table["error_cause"] == ErrorCause.refused.value)).sum())}
+    metrics.update({f"n_errors.{cause.value}": float(causes.get(cause.value, 0)) for cause in ErrorCause
+                    if cause is not ErrorCause.refused})
     return {f"{prefix}{name}": value for name, value in metrics.items()}
 
 

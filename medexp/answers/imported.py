@@ -7,16 +7,16 @@ mark. Fields read:
   records one in ``meta["release_probe_id"]`` (MedVIGIL's ``<case>__<kind>`` ids);
 - the raw reply, under the first of ``model.reply_fields`` that the file uses (default
   ``response`` as medexp writes it, ``model_answer`` as MedVIGIL's harness does, ``prediction``
-  as VLMEvalKit does, then ``answer``): judged by the same parser as every other answering
-  mode. The field is chosen once per file, so a line that lacks it is a bad line, never read
-  from another field (VLMEvalKit's ``answer`` is the gold). When the raw reply is present an
+  as VLMEvalKit does, then ``answer``): kept as written, for the cell's judge to read as it
+  reads every other answering mode's replies. The field is chosen once per file, so a line that
+  lacks it is a bad line, never read from another field (VLMEvalKit's ``answer`` is the gold). When the raw reply is present an
   already-parsed letter is ignored (the other harness's parser may be the permissive one we do
   not repeat). A file with neither a reply field nor a letter field is refused, naming the
   fields it has;
 - ``choice`` or ``model_letter`` (MedVIGIL): an already-parsed letter (or answer text for a
   free-text probe), used only when the reply is empty or absent; "" means none;
 - ``status`` (default ``ok``), mapped explicitly (:data:`STATUS_WORDS`, plus
-  ``model.status_map``): an answer (``ok``, ``unparsed``: the reply is judged), a refusal (an
+  ``model.status_map``): a reply (``ok``, ``unparsed``: the reply is judged), a refusal (an
   error row of cause ``refused`` keeping its text), or an error cause (an error row, whatever
   reply the line holds: ``failed`` with a reply is no answer). A status starting with
   ``error:`` (MedVIGIL writes ``"error: <message>"``) is an error whose cause is read from its
@@ -61,12 +61,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 from medexp.answers.formats.base import PROBE_SET, REPLY, BadLine, BadLines, Reading
-from medexp.answers.parse import judge
-from medexp.answers.table import ErrorCause, Status, cause_of_message, error_row, response_row, response_table
+from medexp.answers.table import ErrorCause, cause_of_message, error_row, response_row, response_table
 from medexp.config.schemas.answers import AnswerMode, check_answer_config
 from medexp.config.schemas.model import DEFAULT_REPLY_FIELDS, ItemJoin, ResponsesFormat
 from medexp.kernel.hashing import directory_sha256, file_sha256
-from medexp.probes.base import RELEASE_ID_KEY, SOURCE_RELEASE_ID_KEY, option_letters
+from medexp.probes.base import RELEASE_ID_KEY, SOURCE_RELEASE_ID_KEY
 
 log = logging.getLogger("medexp")
 
@@ -77,7 +76,7 @@ REFUSED = "refused"
 # refusal, or the cause of an error (every ErrorCause's own name among them: a format's reader
 # states the cause it read). ``model.status_map`` adds words or overrides these.
 STATUS_WORDS: dict[str, str] = {
-    **{cause.value: cause.value for cause in ErrorCause},
+    **{cause.value: cause.value for cause in ErrorCause if cause is not ErrorCause.judge},
     **dict.fromkeys(("ok", "success", "succeeded", "completed", "complete", "done", "answered"), "ok"),
     "unparsed": "unparsed",
     **dict.fromkeys(("refused", "refusal", "content_filter", "blocked", "filtered"), REFUSED),
@@ -159,7 +158,7 @@ class _Reading:
     status_map: Mapping[str, str]
 
 
-def _imported_row(probe, record: dict, answer_cfg, reading: _Reading, where: str
+def _imported_row(probe, record: dict, reading: _Reading, where: str
                   ) -> tuple[dict[str, Any], Optional[str]]:
     """The response row of one imported record, and the letter the other harness had parsed."""
     if reading.reply is not None and reading.reply not in record and not any(name in record for name in _LETTER_FIELDS):
@@ -179,18 +178,9 @@ def _imported_row(probe, record: dict, answer_cfg, reading: _Reading, where: str
         detail = error or message or f"the harness recorded status {status!r}"
         cause = cause_of_message(detail) if meaning == ErrorCause.other.value else ErrorCause(meaning)
         return error_row(probe, cause, f"{where}: {detail}", reply or given or ""), given
-    if reply is not None and reply.strip():
-        choice, judged = judge(probe, reply, answer_cfg)
-        return response_row(probe, reply, choice, judged), given
-    if given is not None:
-        if probe.is_choice:
-            letter = given.upper()
-            if letter in option_letters(len(probe.options)):
-                return response_row(probe, given, letter, Status.ok), given
-            return response_row(probe, given, None, Status.unparsed), given
-        choice, judged = judge(probe, given, answer_cfg)
-        return response_row(probe, given, choice, judged), given
-    return response_row(probe, reply or "", None, Status.unparsed), given
+    # The reply as written; a harness's parsed letter only where the line holds no reply. What it
+    # means is the cell's judge's to read, as for every other answering path.
+    return response_row(probe, reply if reply is not None and reply.strip() else given or reply or ""), given
 
 
 def import_responses(path: str | Path, probes: Sequence, answer_cfg, skipped_ids: Collection[str] = (),
@@ -249,7 +239,7 @@ def import_responses(path: str | Path, probes: Sequence, answer_cfg, skipped_ids
             raise ValueError(f"{where}: probe {key!r} is answered twice (first on line {first_line[probe.probe_id]})")
         first_line[probe.probe_id] = number
         try:
-            row, given = _imported_row(probe, record, answer_cfg, reading, where)
+            row, given = _imported_row(probe, record, reading, where)
         except BadLine as problem:
             problem.number = number
             bad.add(problem)

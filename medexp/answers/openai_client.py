@@ -39,7 +39,6 @@ import time
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from medexp.answers.parse import judge
 from medexp.answers.prompt import chat_request
 from medexp.answers.table import ErrorCause, Status, error_row, response_row, response_table
 from medexp.config.schemas.answers import AnswerMode, check_answer_config
@@ -351,8 +350,7 @@ class ChatClient:
             reply = self.complete(body, stop)
         except AnswerError as error:
             return error_row(probe, error.cause, str(error), error.text)
-        choice, status = judge(probe, reply, answer_cfg)
-        return response_row(probe, reply, choice, status)
+        return response_row(probe, reply)
 
     def answer_probes(self, probes: Sequence, answer_cfg, progress: bool = True):
         """The response table of ``probes`` (one row per probe, in probe order)."""

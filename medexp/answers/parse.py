@@ -1,4 +1,5 @@
-"""Judging a model's reply: a strict option-letter parser and free-text matching.
+"""The strict reading of a reply: an option-letter parser and free-text matching (judge=exact,
+:mod:`medexp.answers.judges.exact`; the other judges reuse its normalisation).
 
 The anchors' harnesses counted a reply as correct when the gold text appeared anywhere in it
 ("no" matched "not") and took the first capital letter anywhere as the choice ("A mass is seen"
@@ -37,9 +38,6 @@ import unicodedata
 from functools import lru_cache
 from typing import Optional, Sequence
 
-from medexp.answers.table import Status
-from medexp.config.schemas.answers import FreeTextMetric
-from medexp.probes.base import option_letters
 
 _ARTICLES = frozenset({"a", "an", "the"})
 _KEPT_PUNCTUATION = frozenset("%")  # "50%" and "50" are different answers
@@ -185,27 +183,3 @@ def parse_letter(reply: Optional[str], letters: str, options: Optional[Sequence[
     if _NEGATED.match(tail) or _names_another_letter(rest, letter, letters, options):
         return None
     return letter
-
-
-def judge(probe, reply: Optional[str], answer_cfg) -> tuple[Optional[str], Status]:
-    """``(choice, status)`` for :func:`medexp.answers.response_row`.
-
-    Multiple choice: the parsed letter and ``ok``, or ``(None, unparsed)``. Free text: an empty
-    reply is ``unparsed``; otherwise the status is ``ok`` and the choice is the probe's gold text
-    when the reply matches it under ``answer_cfg.free_text_metric`` (so the row's ``correct``
-    follows), else the normalised reply.
-    """
-    if reply is None or not reply.strip():
-        return None, Status.unparsed
-    if probe.is_choice:
-        letter = parse_letter(reply, option_letters(len(probe.options)), probe.options)
-        return (letter, Status.ok) if letter is not None else (None, Status.unparsed)
-    digits = answer_cfg.number_words_to_digits
-    normalised = normalise_answer(reply, digits)
-    if not normalised:
-        return None, Status.unparsed
-    if FreeTextMetric(answer_cfg.free_text_metric) is FreeTextMetric.rouge_l:
-        matched = rouge_l(reply, probe.gold, digits) >= answer_cfg.rouge_threshold
-    else:
-        matched = exact_match(reply, probe.gold, digits)
-    return (probe.gold if matched else normalised), Status.ok

@@ -1,20 +1,28 @@
-"""The response table: one row per probe, whatever answered it (DESIGN.md, "Answers and probes").
+"""The response table (what each model said) and the judged table (what it means), one row per
+probe, whatever answered it (DESIGN.md, "Answers and probes").
 
-Columns:
+Response table columns:
 
 - ``probe_id``, ``example_id``, ``kind``: from the probe;
 - ``gold``: the gold letter (multiple choice) or gold text;
 - ``refusal``: the letter of the probe's refusal option, or None;
 - ``response``: the raw reply ("" when the model could not be asked; an ``error`` row keeps the
   text it got, e.g. a content filter's refusal or a reply of the wrong shape);
-- ``choice``: the parsed letter, or the normalised free-text answer; None when unparsed or error;
-- ``correct``: True only for status ``ok`` with ``choice`` equal to the gold;
-- ``status``: ``ok``, ``unparsed`` or ``error``. ``ok`` and ``unparsed`` rows are *answered*
-  (the model replied; an unparseable reply is a wrong answer). An ``error`` row is no answer at
-  all: detectors leave it out of every denominator, never count it wrong or right;
+- ``choice``: the option (letter or candidate text) a white-box model chose by likelihood; None for
+  a generated reply, whose meaning is the judge's to read;
+- ``status``: ``ok`` (the model replied) or ``error`` (no reply);
 - ``error``: the error message of an ``error`` row, else None;
-- ``error_cause``: why an ``error`` row has no answer (:class:`ErrorCause`), else None;
+- ``error_cause``: why an ``error`` row has no reply (:class:`ErrorCause`), else None;
 - ``option_logliks``: per-option log-likelihoods when answered by likelihood, else None.
+
+The judged table (:mod:`medexp.answers.judges.stage`) adds what the cell's judge read:
+``committed`` (the answer the reply commits to, normalised; "" when none), ``verdict``
+(``correct``, ``wrong``, ``no_answer``, ``error``), ``judge``, ``reason`` and ``score`` (a harness
+judge's per-reply credit, else None), and derives
+``choice`` (the committed answer of an answered row), ``correct`` (verdict ``correct``) and
+``status``: ``ok`` (an answer, right or wrong), ``no_answer`` (a reply committing to no answer: a
+refusal, both options, another question, noise; counted as not correct) or ``error`` (no reply:
+detectors leave it out of every denominator, never count it wrong or right).
 """
 
 from __future__ import annotations
@@ -24,15 +32,16 @@ from enum import Enum
 from typing import Any, Optional
 
 RESPONSE_COLUMNS = (
-    "probe_id", "example_id", "kind", "gold", "refusal", "response", "choice", "correct", "status", "error",
+    "probe_id", "example_id", "kind", "gold", "refusal", "response", "choice", "status", "error",
     "error_cause", "option_logliks",
 )
+JUDGED_COLUMNS = (*RESPONSE_COLUMNS, "committed", "verdict", "judge", "reason", "score", "correct")
 
 
 class Status(str, Enum):
-    ok = "ok"
-    unparsed = "unparsed"
-    error = "error"
+    ok = "ok"  # a reply (response table); an answer, right or wrong (judged table)
+    no_answer = "no_answer"  # judged table only: a reply committing to no answer
+    error = "error"  # no reply
 
 
 class ErrorCause(str, Enum):
@@ -47,6 +56,8 @@ class ErrorCause(str, Enum):
     refused = "refused"  # a content filter or the API's refusal field: its text is kept in `response`
     input = "input"  # the probe could not be sent (its image is unreadable)
     not_imported = "not_imported"  # an imported file has no line for the probe
+    judge = "judge"  # judged table only: the judge could not read the reply (a judge model's request
+    # failed), or a harness judge's published metric leaves it out of its denominator
     other = "other"  # an imported harness's error of no recognisable cause
 
 
@@ -66,14 +77,16 @@ def cause_of_message(text: str) -> ErrorCause:
     return next((cause for pattern, cause in _MESSAGE_CAUSES if pattern.search(text)), ErrorCause.other)
 
 
-def response_row(probe, response: str, choice: Optional[str], status: Status | str, error: Optional[str] = None,
-                 option_logliks: Optional[list[float]] = None,
+def response_row(probe, response: str, choice: Optional[str] = None, status: Status | str = Status.ok,
+                 error: Optional[str] = None, option_logliks: Optional[list[float]] = None,
                  cause: ErrorCause | str | None = None) -> dict[str, Any]:
-    """A response-table row for ``probe`` (a :class:`medexp.probes.Probe`), with ``correct`` derived.
-    An ``error`` row needs its message and its ``cause``."""
+    """A response-table row for ``probe`` (a :class:`medexp.probes.Probe`): a reply (``ok``) or
+    none (``error``, which needs its message and its ``cause``). ``choice``: the option a model
+    chose by likelihood."""
     status = Status(status)
-    if status is Status.ok and choice is None:
-        raise ValueError(f"{probe.probe_id}: an ok row needs a parsed choice")
+    if status is Status.no_answer:
+        raise ValueError(f"{probe.probe_id}: a response row records a reply or its absence; whether it answers "
+                         "is the judge's to say")
     if status is Status.error and (not error or cause is None):
         raise ValueError(f"{probe.probe_id}: an error row needs its error message and cause")
     return {
@@ -84,7 +97,6 @@ def response_row(probe, response: str, choice: Optional[str], status: Status | s
         "refusal": probe.refusal,
         "response": response,
         "choice": choice if status is Status.ok else None,
-        "correct": bool(status is Status.ok and choice == probe.gold),
         "status": status.value,
         "error": error if status is Status.error else None,
         "error_cause": ErrorCause(cause).value if status is Status.error else None,
@@ -93,7 +105,7 @@ def response_row(probe, response: str, choice: Optional[str], status: Status | s
 
 
 def error_row(probe, cause: ErrorCause | str, error: str, response: str = "") -> dict[str, Any]:
-    """The ``error`` row of a probe that got no answer, and why."""
+    """The ``error`` row of a probe that got no reply, and why."""
     return response_row(probe, response, None, Status.error, error=error, cause=cause)
 
 
@@ -101,7 +113,7 @@ def response_table(rows: list[dict[str, Any]], probe_ids):
     """A response table (pandas) from :func:`response_row` rows, checked against ``probe_ids``.
 
     Text columns stay ``object`` so that a missing choice, refusal or error is None (pandas 3 would
-    infer a string dtype and turn them into NaN); ``correct`` is bool.
+    infer a string dtype and turn them into NaN).
     """
     import pandas as pd
 
@@ -109,13 +121,10 @@ def response_table(rows: list[dict[str, Any]], probe_ids):
 
 
 def as_response_table(frame, probe_ids):
-    """``frame`` with the response table's types (a missing text is None, never NaN; ``correct``
-    is bool), checked against ``probe_ids``; e.g. a table read back from parquet."""
-    if "error_cause" not in frame.columns and "status" in frame.columns and "error" in frame.columns:
-        # Cached before causes were recorded: only answered rows are ever read back from the cache
-        # (its error rows are asked again), so every cause is None.
-        frame = frame.assign(error_cause=None)
-    table = frame.astype({column: object for column in RESPONSE_COLUMNS if column in frame and column != "correct"})
+    """``frame`` with the response table's types (a missing text is None, never NaN; ``correct``,
+    where judged, is bool), checked against ``probe_ids``; e.g. a table read back from parquet."""
+    table = frame.astype({column: object for column in JUDGED_COLUMNS
+                          if column in frame and column not in ("correct", "score")})
     for column in ("refusal", "choice", "error", "error_cause", "option_logliks"):
         if column in table:
             table[column] = table[column].where(table[column].notna(), None)
@@ -125,8 +134,17 @@ def as_response_table(frame, probe_ids):
     return table
 
 
+def check_judged_table(table, probe_ids) -> None:
+    """Fail unless ``table`` is a judged table (its judge's columns too) with one row per probe, in order."""
+    missing = [column for column in JUDGED_COLUMNS if column not in table.columns]
+    if missing:
+        raise ValueError(f"judged table lacks column(s) {missing}: the replies were not judged")
+    check_response_table(table, probe_ids)
+
+
 def check_response_table(table, probe_ids) -> None:
-    """Fail unless ``table`` has the response columns and exactly one row per probe, in order."""
+    """Fail unless ``table`` has the response columns and exactly one row per probe, in order (a
+    response table's status is ok or error; a judged table's may be no_answer too)."""
     missing = [column for column in RESPONSE_COLUMNS if column not in table.columns]
     if missing:
         raise ValueError(f"response table lacks column(s) {missing}")
@@ -136,7 +154,9 @@ def check_response_table(table, probe_ids) -> None:
         absent = sorted(set(expected) - set(got))[:3]
         raise ValueError(f"response table rows do not match the probes ({len(got)} rows for {len(expected)} probes; "
                          f"unexpected e.g. {extra}, missing e.g. {absent}; order must follow the probes)")
-    bad = sorted(set(table["status"]) - {status.value for status in Status})
+    allowed = {status.value for status in Status} if "verdict" in table.columns else {Status.ok.value,
+                                                                                      Status.error.value}
+    bad = sorted(set(table["status"]) - allowed)
     if bad:
         raise ValueError(f"response table has unknown status value(s) {bad}")
     errors = table["status"] == Status.error.value
@@ -146,7 +166,3 @@ def check_response_table(table, probe_ids) -> None:
         raise ValueError(f"response table has error row(s) without a known cause: {unknown}; "
                          f"causes are {[cause.value for cause in ErrorCause]}")
 
-
-def answered(table):
-    """The rows of ``table`` that hold an answer (status ``ok`` or ``unparsed``): never an error row."""
-    return table[table["status"] != Status.error.value]

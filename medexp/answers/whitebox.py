@@ -7,12 +7,12 @@
   ``cloze`` text (``[MASK]`` where the word goes) each candidate fills the mask and the completed
   text is scored by the language model (a cloze test: the candidate that makes the text most
   likely); without one, each candidate is scored as the answer to the prompt.
-* ``generate``: greedy decoding of at most ``max_new_tokens``, judged by the strict letter
-  parser or by free-text matching (:func:`medexp.answers.parse.judge`).
+* ``generate``: greedy decoding of at most ``max_new_tokens``; the reply is kept as written, for
+  the cell's judge (:mod:`medexp.answers.judges`).
 
 ``length_normalise`` compares mean log-probabilities per answer token instead of sums. Every
-row comes back ``ok`` (likelihood always chooses) or ``ok``/``unparsed`` (generation); a probe
-whose image cannot be read raises, as scoring does.
+row comes back ``ok`` (a choice by likelihood, or a generated reply); a probe whose image cannot
+be read raises, as scoring does.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from medexp.answers.prompt import render_prompt
-from medexp.answers.table import Status, response_row, response_table
+from medexp.answers.table import response_row, response_table
 from medexp.benchmarks.base import Example
 from medexp.probes.base import option_letters
 
@@ -40,26 +40,21 @@ def likelihood_answers(scorer, probes: Sequence, answer_cfg):
             scores = values[probe.probe_id]
             letters = option_letters(len(probe.options))
             choice = letters[int(np.argmax(scores))]
-            rows.append(response_row(probe, choice, choice, Status.ok, option_logliks=scores))
+            rows.append(response_row(probe, choice, choice, option_logliks=scores))
         else:
             candidates, scores = _candidate_scores(scorer, probe, answer_cfg)
             choice = candidates[int(np.argmax(scores))]
-            rows.append(response_row(probe, choice, choice, Status.ok, option_logliks=scores))
+            rows.append(response_row(probe, choice, choice, option_logliks=scores))
     return response_table(rows, [probe.probe_id for probe in probes])
 
 
 def generated_answers(scorer, probes: Sequence, answer_cfg):
     """The response table of ``probes`` answered by greedy generation."""
-    from medexp.answers.parse import judge
-
     probes = list(probes)
     prompts = [_as_example(probe, index, render_prompt(probe, answer_cfg), "") for index, probe in enumerate(probes)]
     replies = scorer.generate(prompts, int(answer_cfg.max_new_tokens))
-    rows = []
-    for probe, reply in zip(probes, replies):
-        choice, status = judge(probe, reply, answer_cfg)
-        rows.append(response_row(probe, reply, choice, status))
-    return response_table(rows, [probe.probe_id for probe in probes])
+    return response_table([response_row(probe, reply) for probe, reply in zip(probes, replies)],
+                          [probe.probe_id for probe in probes])
 
 
 def _as_example(probe, index: int, question: str, answer: str, suffix: str = "") -> Example:

@@ -5,8 +5,8 @@ A *pair* is one example's probe in the first arm (``original``, ``slot_mask``) a
 probes in the second arm (``option_shuffle`` variants, ``back_translation``, ``text_only``).
 Only answers are evidence: an ``error`` row (the model could not be asked, the server failed)
 is no answer, never a wrong one. A pair counts when its first-arm probe was answered and at least
-one of its second-arm probes was; its unanswered second-arm probes leave it. An ``unparsed``
-reply is an answer (the model replied) and is wrong. Pairs left out for want of an answer are
+one of its second-arm probes was; its unanswered second-arm probes leave it. A ``no_answer``
+(the model replied and committed to nothing: a refusal, both options) counts as not correct. Pairs left out for want of an answer are
 counted (``n_excluded_pairs``); the cell's answered share is gated before any detector runs
 (:mod:`medexp.answers.coverage`).
 
@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from medexp.answers.table import RESPONSE_COLUMNS, Status, check_response_table
+from medexp.answers.table import JUDGED_COLUMNS, Status, check_judged_table
 from medexp.benchmarks.skips import metric_name, reason_metrics
 from medexp.probes.choice import EXAMPLE_META
 from medexp.stats.bootstrap import N_RESAMPLES
@@ -69,11 +69,11 @@ def _stratum(value: Any) -> str:
 
 def joined(responses: pd.DataFrame, facts: pd.DataFrame, kinds: Sequence[str]) -> pd.DataFrame:
     """The response rows of ``kinds`` with their probe facts, in the responses' order."""
-    check_response_table(responses, responses["probe_id"])
+    check_judged_table(responses, responses["probe_id"])
     repeated = responses["probe_id"][responses["probe_id"].duplicated()]
     if len(repeated):
         raise ValueError(f"response table repeats probe ids, e.g. {repeated.iloc[0]!r}")
-    rows = responses[responses["kind"].isin(kinds)][list(RESPONSE_COLUMNS)]
+    rows = responses[responses["kind"].isin(kinds)][list(JUDGED_COLUMNS)]
     facts = facts.drop_duplicates("probe_id")
     missing = sorted(set(rows["probe_id"]) - set(facts["probe_id"]))
     if missing:
@@ -87,7 +87,7 @@ def joined(responses: pd.DataFrame, facts: pd.DataFrame, kinds: Sequence[str]) -
 
 
 def status_counts(table: pd.DataFrame, kind: str, name: str) -> dict[str, float]:
-    """``n_error_<name>``, ``n_unparsed_<name>`` and ``n_ok_<name>`` over the rows of ``kind``."""
+    """``n_error_<name>``, ``n_no_answer_<name>`` and ``n_ok_<name>`` over the rows of ``kind``."""
     statuses = table.loc[table["kind"] == kind, "status"]
     return {f"n_{status.value}_{name}": float((statuses == status.value).sum()) for status in Status}
 
@@ -189,7 +189,7 @@ def pair_frame(table: pd.DataFrame, first_kind: str, second_kind: str, strata: S
     second = second.groupby("example_id").agg(
         n_second=("correct", "size"), second_correct=("answered_correct", "mean"),
         second_errors=("status", lambda s: int((s == Status.error.value).sum())),
-        second_unparsed=("status", lambda s: int((s == Status.unparsed.value).sum())),
+        second_no_answer=("status", lambda s: int((s == Status.no_answer.value).sum())),
         second_choices=("choice", lambda s: "|".join("" if c is None else str(c) for c in s)))
     frame = first[["probe_id", "status", "choice", "correct", *(f"stratum.{name}" for name in strata)]].join(
         second, how="inner")

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Optional
 
 import pandas as pd
 
-from medexp.answers.table import RESPONSE_COLUMNS, Status, check_response_table
+from medexp.answers.table import JUDGED_COLUMNS, Status, check_judged_table
 from medexp.benchmarks.options import LETTERS, normalise
 from medexp.config.schemas import ControlKind, MedvigilConfig
 from medexp.config.tiers import TIERS
@@ -54,7 +54,7 @@ def scored_table(responses: pd.DataFrame, facts: pd.DataFrame) -> pd.DataFrame:
     no_image) and ``answer`` (what a reply means: "gold", "refusal", the chosen option's text, or
     None without a choice).
     """
-    check_response_table(responses, responses["probe_id"])
+    check_judged_table(responses, responses["probe_id"])
     repeated = responses["probe_id"][responses["probe_id"].duplicated()]
     if len(repeated):
         raise ValueError(f"response table repeats probe ids, e.g. {repeated.iloc[0]!r}")
@@ -62,7 +62,7 @@ def scored_table(responses: pd.DataFrame, facts: pd.DataFrame) -> pd.DataFrame:
     missing = sorted(set(responses["probe_id"]) - set(facts["probe_id"]))
     if missing:
         raise ValueError(f"{len(missing)} response row(s) have no probe facts, e.g. {missing[:3]}")
-    table = responses[list(RESPONSE_COLUMNS)].merge(facts, on="probe_id", how="left", validate="one_to_one")
+    table = responses[list(JUDGED_COLUMNS)].merge(facts, on="probe_id", how="left", validate="one_to_one")
     table["case"] = table["example_id"]
     table["kind"] = table["kind"].map(lambda kind: KIND_ALIASES.get(kind, kind))
     table["sigma"] = table["kind"].map(_sigma)
@@ -113,7 +113,7 @@ def evaluate_medvigil(responses: pd.DataFrame, facts: pd.DataFrame, seed: int,
 
     Metrics: every definition above as ``<name>_errors_wrong`` and ``<name>_errors_excluded``,
     with ``<name>_<convention>_ci_low`` / ``_ci_high`` (case-clustered bootstrap), plus
-    ``n_examples`` (cases), ``n_probes`` and ``n_ok`` / ``n_unparsed`` / ``n_error``, and the
+    ``n_examples`` (cases), ``n_probes`` and ``n_ok`` / ``n_no_answer`` / ``n_error``, and the
     released wording's inflation with its MDE at ``alpha`` (:func:`wording_inflation`).
     """
     table = scored_table(responses, facts)
@@ -153,7 +153,7 @@ def wording_inflation(table: pd.DataFrame, alpha: float, seed: int,
     detectable at that many cases and ``alpha`` (two-sided, power 0.8).
 
     A case's original is its first original probe, its paraphrase outcome the mean over its
-    paraphrases; error rows are no answer (an unparsed reply is wrong), so a case whose original or
+    paraphrases; error rows are no answer (a no-answer is wrong), so a case whose original or
     every paraphrase is an error leaves. Without a case asked both (a probe set without the
     paraphrase family) every value is NaN and no unit was resampled.
     """

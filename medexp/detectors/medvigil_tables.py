@@ -14,7 +14,7 @@ from medexp.detectors.medvigil_metrics import CONVENTIONS, kept_rows
 
 
 def status_counts(table: pd.DataFrame) -> pd.DataFrame:
-    """Probes per kind and status (ok, unparsed, error), with a total row."""
+    """Probes per kind and status (ok, no_answer, error), with a total row."""
     counts = pd.crosstab(table["kind"], table["status"]).reindex(columns=[s.value for s in Status], fill_value=0)
     counts.loc["all"] = counts.sum()
     counts["n"] = counts.sum(axis=1)

@@ -9,7 +9,7 @@ interval, the image-permutation p-value, the strata (answer type), the baseline 
 difference and the MDE of :func:`medexp.detectors.overlap_gap.gap_result`.
 
 Only answers count: an ``error`` row (the model could not be asked) is no answer and leaves the
-gap (``n_unanswered``); an ``unparsed`` reply is an answer, and wrong. With a baseline, the items
+gap (``n_unanswered``); a ``no_answer`` (a reply committing to nothing) counts as not correct. With a baseline, the items
 both models answered.
 """
 

@@ -6,7 +6,7 @@ that the answer changes. A model that reads the evidence does as well on the twi
 argue the twin set is no harder, often easier); a model that memorised the original answers keeps
 giving them and drops.
 
-Metrics, over the pairs whose two probes were answered (an unparsed reply is wrong; an error row
+Metrics, over the pairs whose two probes were answered (a no-answer is not correct; an error row
 is no answer, so its pair leaves every metric and is counted in ``n_excluded_pairs``):
 
 * ``acc_original``, ``acc_twin`` with Wilson intervals (unit: item), ``gap`` = acc_original -
@@ -82,7 +82,7 @@ _ARM_NAMES = {"cr": "acc_original", "pcr": "acc_twin", "cr_ci_low": "acc_origina
               "p_value": "p_mcnemar"}
 _PAIR_COLUMNS = {"first_probe_id": "original_probe_id", "first_status": "original_status",
                  "first_choice": "original_choice", "first_correct": "original_correct",
-                 "second_correct": "twin_correct", "second_errors": "twin_errors", "second_unparsed": "twin_unparsed",
+                 "second_correct": "twin_correct", "second_errors": "twin_errors", "second_no_answer": "twin_no_answer",
                  "second_choices": "twin_choice"}
 
 

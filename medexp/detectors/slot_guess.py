@@ -5,12 +5,12 @@ and its back-translation (English -> pivot -> English) with *the same word* mask
 (``back_translation``), same image, same template, same decoding. A model that can fill the
 slot in the released wording but not in a paraphrase of it has likely seen the released text.
 
-Correctness is the answer section's free-text judgment (normalised exact match by default, or
-ROUGE-L F1 over a threshold). Metrics, paired over the examples with both probes
+Correctness is the cell's judge's (``judge=read`` by default: the masked word stated in the reply;
+``judge=exact``: normalised exact match, or ROUGE-L F1 over a threshold). Metrics, paired over the examples with both probes
 (:mod:`medexp.detectors.answer_arms`): CR (original), PCR (back-translated), Delta = PCR - CR,
 Phi, b and c, Wilson intervals; and, whatever the judgment, exact match (``em_original``,
 ``em_back``) and mean ROUGE-L F1 (``rouge_original``, ``rouge_back``, ``delta_rouge``; an
-unparsed reply scores 0); the inflation CR - PCR with its 95% interval clustered by image and
+no-answer scores 0); the inflation CR - PCR with its 95% interval clustered by image and
 the MDE (:func:`medexp.detectors.answer_arms.effect_size`). Only answered probes count: an error
 row (no reply) is neither right nor wrong, and a pair lacking an answer on either arm leaves every
 metric (``n_excluded_pairs``). ``n_skipped`` counts the
@@ -57,11 +57,10 @@ def slot_guess_detector(responses: pd.DataFrame, facts: pd.DataFrame, cfg, seed:
                         skipped: Sequence[tuple[str, str]] = ()) -> DetectorResult:
     """Slot guessing of one model on one benchmark (arguments as for ``option_order_detector``)."""
     table = joined(responses, facts, (SLOT_MASK, BACK_TRANSLATION))
-    digits = bool(cfg.answer.number_words_to_digits)
     ok = table["status"] == Status.ok.value
-    table["exact"] = [bool(is_ok) and exact_match(str(reply), gold, digits)
+    table["exact"] = [bool(is_ok) and exact_match(str(reply), gold)
                       for is_ok, reply, gold in zip(ok, table["response"], table["gold"])]
-    table["rouge_l"] = [rouge_l(str(reply), gold, digits) if is_ok else 0.0
+    table["rouge_l"] = [rouge_l(str(reply), gold) if is_ok else 0.0
                         for is_ok, reply, gold in zip(ok, table["response"], table["gold"])]
     metrics = paired_metrics(table, SLOT_MASK, BACK_TRANSLATION, 1, seed, cfg.ci_level)
     if metrics["n_pairs"] == 0:

@@ -6,7 +6,7 @@ is the ``original`` probe (canonical options, no refusal option). A model that a
 image-dependent questions right without the image, when it may abstain, has likely seen the
 question with its answer.
 
-Metrics: ``acc_text_only`` (right without the image; errors and unparsed replies are wrong),
+Metrics: ``acc_text_only`` (right without the image; errors and no-answers are not correct),
 ``idk_rate`` (the refusal chosen), ``acc_answered`` (right among the replies that chose an answer
 option), ``chance_rate`` (mean chance rate of the probes, below), ``acc_image`` (the same
 examples with the image) and the paired comparison of the two arms: b (right with the image

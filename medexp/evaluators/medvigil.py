@@ -43,9 +43,9 @@ def medvigil(ctx: CellContext) -> DetectorResult:
         probe_set = unanswered_ablations_skipped(probe_set, model.responses_path, model.responses_no_image_path,
                                                  model.responses_format)
     require_probes(ctx, probe_set)
-    responses = answers(ctx, probe_set.probes, probe_set.skipped)
-    counts = gated(ctx, responses)
-    evaluated = evaluate_medvigil(responses, probe_facts(probe_set.probes), ctx.seed, ctx.cfg.detector.n_resamples,
+    judged = answers(ctx, probe_set.probes, probe_set.skipped)
+    counts = gated(ctx, judged)
+    evaluated = evaluate_medvigil(judged.table, probe_facts(probe_set.probes), ctx.seed, ctx.cfg.detector.n_resamples,
                                   ctx.cfg.detector.alpha)
     return with_answer_counts(medvigil_result(evaluated, str(ctx.cfg.model.name), probe_set.skipped), counts)
 

@@ -24,10 +24,10 @@ def _run(ctx: CellContext, probe_set, detector, fact_fields=None) -> DetectorRes
     from medexp.detectors.answer_arms import probe_facts
 
     require_probes(ctx, probe_set)
-    responses = answers(ctx, probe_set.probes, probe_set.skipped)
-    counts = gated(ctx, responses)
+    judged = answers(ctx, probe_set.probes, probe_set.skipped)
+    counts = gated(ctx, judged)
     facts = probe_facts(probe_set.probes, list(fact_fields or ctx.cfg.detector.strata))
-    return with_answer_counts(detector(responses, facts, ctx.cfg.detector, ctx.seed, probe_set.skipped), counts)
+    return with_answer_counts(detector(judged.table, facts, ctx.cfg.detector, ctx.seed, probe_set.skipped), counts)
 
 
 def option_order(ctx: CellContext) -> DetectorResult:

@@ -31,18 +31,34 @@ def overlap_gap_answers(ctx: CellContext) -> DetectorResult:
     detector = ctx.cfg.detector
     probe_set = answer_probe_set(ctx)
     require_probes(ctx, probe_set)
-    responses = answers(ctx, probe_set.probes, probe_set.skipped)
-    metrics, warnings = gated(ctx, responses)
+    judged = answers(ctx, probe_set.probes, probe_set.skipped)
+    counts = [gated(ctx, judged)]
     baseline_cfg, baseline = _baseline(ctx), None
     if baseline_cfg is not None:
-        baseline = other_model_answers(ctx, baseline_cfg, probe_set.probes)
-        counts, cautions = gated(ctx, baseline, f"baseline model={baseline_cfg.name}")
-        metrics.update({f"baseline.{key}": value for key, value in counts.items()})
-        warnings += cautions
-    result = overlap_gap_answers_detector(responses, cell_flags(ctx).flags(), example_clusters(ctx, detector),
-                                          detector, ctx.seed, baseline)
+        answered = other_model_answers(ctx, baseline_cfg, probe_set.probes)
+        baseline = answered.table
+        counts.append(gated(ctx, answered, f"baseline model={baseline_cfg.name}", "baseline."))
+    flags = cell_flags(ctx).flags()
+    result = overlap_gap_answers_detector(judged.table, flags, example_clusters(ctx, detector), detector, ctx.seed,
+                                          baseline)
     result.metrics["n_skipped_probes"] = float(len(probe_set.skipped))
-    return with_flags(with_answer_counts(result, (metrics, warnings)), cell_flags(ctx))
+    counts.append(_no_answers_by_flag(judged.table, flags))
+    return with_flags(with_answer_counts(result, *counts), cell_flags(ctx))
+
+
+def _no_answers_by_flag(table: pd.DataFrame, flags: pd.DataFrame):
+    """The no-answers of the flagged and the unflagged questions (``n_no_answer.flagged``,
+    ``n_no_answer.unflagged``), and a warning when their rates differ beyond chance."""
+    from medexp.answers.judges.base import Verdict
+    from medexp.answers.judges.stage import no_answer_difference
+    from medexp.evaluators.answering import AnswerCounts
+
+    flagged = table["example_id"].map(flags.set_index("example_id")["flagged"]).fillna(False).astype(bool)
+    groups = {"unflagged": table.loc[~flagged, "verdict"], "flagged": table.loc[flagged, "verdict"]}
+    metrics, warnings = no_answer_difference(groups, "flag groups")
+    metrics.update({f"n_no_answer.{name}": float((verdicts == Verdict.no_answer.value).sum())
+                    for name, verdicts in groups.items()})
+    return AnswerCounts(metrics, warnings, {})
 
 
 def answer_probe_set(ctx: CellContext) -> ProbeSet:

@@ -24,25 +24,24 @@ def perturbation_gap(ctx: CellContext) -> DetectorResult:
     pairing = _pairing(ctx)
     probe_set = perturbation_probes(ctx, pairing)
     detector = ctx.cfg.detector
-    responses = answers(ctx, probe_set.probes)
-    metrics, warnings = gated(ctx, responses)
+    judged = answers(ctx, probe_set.probes)
+    counts = [gated(ctx, judged)]
     references = {}
     for reference in listed_model_configs(detector.reference_models, str(ctx.cfg.model.name),
                                           "detector.reference_models").values():
         name = str(reference.name)
-        references[name] = other_model_answers(ctx, reference, probe_set.probes)
-        counts, cautions = gated(ctx, references[name], f"reference model={name}")
-        metrics.update({f"reference.{name}.{key}": value for key, value in counts.items()})
-        warnings += cautions
+        answered = other_model_answers(ctx, reference, probe_set.probes)
+        references[name] = answered.table
+        counts.append(gated(ctx, answered, f"reference model={name}", f"reference.{name}."))
     if len(references) < MIN_REFERENCES:
         log.info("perturbation_gap: no ConStat estimate: it fits the clean models' twin -> original accuracy "
                  "line on at least %d reference models, and detector.reference_models gives %d", MIN_REFERENCES,
                  len(references))
     result = perturbation_gap_detector(
-        responses, probe_facts(probe_set.probes, list(detector.strata)), detector, ctx.seed,
+        judged.table, probe_facts(probe_set.probes, list(detector.strata)), detector, ctx.seed,
         probe_set.skipped, pairing.unpaired,
         {original.example_id: twin.example_id for original, twin in pairing.pairs}, references)
-    return with_answer_counts(result, (metrics, warnings))
+    return with_answer_counts(result, *counts)
 
 
 def _pairing(ctx: CellContext):

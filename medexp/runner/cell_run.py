@@ -106,6 +106,7 @@ def run_cell(cfg: DictConfig, parent_run_id: str | None = None, tracker=None) ->
             "medexp.seed": str(cell.seed(cfg.seed)),
             "medexp.config_hash": fingerprint,
             **({"medexp.bench_hash": inputs.bench_hash, "medexp.inputs_hash": inputs.inputs_hash} if inputs else {}),
+            **({"medexp.judge": inputs.judge} if inputs is not None and inputs.judge else {}),
         }
         run_id = tracker.start(cell.key, tags, _flatten(resolved), parent_run_id=parent_run_id)
         try:

@@ -19,9 +19,10 @@ class CellInputs:
     benchmark: Benchmark  # the examples the detector sees (the bench, or a negative control's image set)
     corpus: Benchmark | None  # the reference image corpus of a detector that reads one (Input.corpus)
     bench_hash: str  # content hash of the benchmark (ids, text, options, image bytes)
-    inputs_hash: str  # bench_hash, the corpus's and twin's content, the flags and the weights of every model the cell reads
+    inputs_hash: str  # bench_hash, the corpus's and twin's content, the flags, the judge and the weights of every model the cell reads
     twin: Benchmark | None = None  # the benchmark's perturbed twin, for a detector that reads one (Input.twin)
     flags: FlagTable | None = None  # the flags of the detector's flag source, for a detector that reads them (Input.flags)
+    judge: str | None = None  # the judge of a detector that reads answers (Input.answers): "<name> <settings digest>"
 
 
 def load_inputs(cfg, cache_dir: str | Path) -> CellInputs:
@@ -60,8 +61,13 @@ def load_inputs(cfg, cache_dir: str | Path) -> CellInputs:
 
         flags = load_flags(cfg, benchmark, cache_dir)
         parts["flags"] = flags.content_hash
+    judge = None
+    if Input.answers in reads:  # a cell judged another way is another computation
+        settings = OmegaConf.to_container(cfg.judge, resolve=True, enum_to_str=True)
+        parts["judge"] = stable_hash(settings, length=16)
+        judge = f"{cfg.judge.name} {parts['judge']}"
     parts["weights"] = model_weights(cfg, cache_dir)
-    return CellInputs(benchmark, corpus, bench_hash, stable_hash(parts, length=32), twin, flags)
+    return CellInputs(benchmark, corpus, bench_hash, stable_hash(parts, length=32), twin, flags, judge)
 
 
 def model_weights(cfg, cache_dir: str | Path) -> dict[str, str | None]:

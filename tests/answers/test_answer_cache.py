@@ -36,7 +36,7 @@ def test_cached_responses_are_reused_with_their_types(tmp_path):
     first = cached_answers({"model": "m"}, probes, tmp_path / "cache", answerer, desc="t")
     again = cached_answers({"model": "m"}, probes, tmp_path / "cache", answerer, desc="t")
     assert answerer.asked == [f"ex{k}" for k in range(5)]  # asked once
-    assert again["correct"].tolist() == [True] * 5 and again["correct"].dtype == bool
+    assert again["choice"].tolist() == ["B"] * 5 and again["status"].tolist() == ["ok"] * 5
     assert list(again["option_logliks"][0]) == [-2.0, -0.5, -3.0, -4.0]
     assert again["error"].tolist() == [None] * 5 and first["probe_id"].tolist() == again["probe_id"].tolist()
 

@@ -14,7 +14,9 @@ import pytest
 
 from medexp.answers.openai_client import ChatClient, EndpointUnusable, reply_text
 from medexp.config.schemas import AnswerConfig
+from medexp.answers.judges.stage import judge_responses
 from tests.answers.conftest import choice_probe
+from tests.answers.judging import READ
 from tests.answers.server import ChatServer, Fault
 
 FAST = {"retry_backoff": 0.01, "retry_backoff_max": 0.02, "request_timeout": 10.0, "max_retries": 2}
@@ -64,7 +66,7 @@ FAULTS = {
     "string message": Case((Fault(200, payload=_reply(message="B")),), "error", "malformed", 1, "B"),
     "number content": Case((Fault(200, payload=_reply(content=7)),), "error", "malformed", 1),
     "a content part that is not an object": Case((Fault(200, payload=_reply(content=["B"])),), "error", "malformed", 1),
-    "null content: an empty reply": Case((Fault(200, payload=_reply(content=None)),), "unparsed", None, 1),
+    "null content: an empty reply": Case((Fault(200, payload=_reply(content=None)),), "ok", None, 1),
     "list content with a null text part": Case(
         (Fault(200, payload=_reply(content=[{"type": "text", "text": None}, {"type": "text", "text": "B"}])),),
         "ok", None, 1, "B"),
@@ -90,10 +92,13 @@ def test_each_fault_gives_its_row(name, answer_cfg):
         sent = len(server.requests_for("Case 1:"))
     row = table.iloc[1]
     assert (row["status"], row["error_cause"], sent) == (case.status, case.cause, case.requests)
-    assert row["response"] == case.response
-    assert bool(row["correct"]) == (case.status == "ok")  # an error is never an answer, right or wrong
-    assert row["choice"] is None or case.status == "ok"
+    assert row["response"] == case.response and row["choice"] is None  # the reply as sent, for the judge
     assert (row["error"] is None) == (case.cause is None)
+    # judged: an error is never an answer, right or wrong; a refusal or an empty reply is a no-answer
+    verdict = judge_responses(table, _probes(), READ, None).table["verdict"].iloc[1]
+    expected = ("correct" if case.response == "B" else "no_answer") if case.status == "ok" else \
+        ("no_answer" if case.cause == "refused" else "error")
+    assert verdict == expected
     assert list(table["status"].iloc[[0, 2]]) == ["ok", "ok"]
 
 
@@ -108,7 +113,7 @@ def test_a_down_endpoint_fails_the_pre_flight_and_asks_no_probe(answer_cfg):
     # without the pre-flight, each probe is an error row of cause connection (never an answer)
     table = ChatClient(base_url=f"http://127.0.0.1:{port}/v1", model="m", preflight=False, **FAST).answer_probes(
         _probes(), answer_cfg, progress=False)
-    assert set(table["error_cause"]) == {"connection"} and not table["correct"].any()
+    assert set(table["error_cause"]) == {"connection"} and set(table["status"]) == {"error"}
 
 
 def test_a_refused_key_fails_fast_naming_its_variable_never_the_key(monkeypatch, answer_cfg):

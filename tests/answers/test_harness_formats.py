@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from medexp.answers import import_model_responses, import_responses
+from medexp.answers import import_responses
 from medexp.answers.coverage import require_answered
 from medexp.answers.formats import ALIASES, FORMATS, harness_format
 from medexp.answers.formats.manifest import ProbeSetMismatch, read_manifest
@@ -21,6 +21,7 @@ from medexp.config import compose
 from medexp.config.schemas.model import ResponsesFormat
 from medexp.export import main as export_main
 from tests.answers.conftest import OPTIONS, choice_probe, text_probe, write_png
+from tests.answers.judging import judged, judged_import, judged_model_import
 
 
 def test_every_responses_format_reaches_a_format_that_names_itself():
@@ -74,7 +75,8 @@ def test_the_batch_output_reader_reads_replies_and_every_kind_of_failure(tmp_pat
         table = import_responses(path, batch_probes(), answer_cfg, fmt="openai_batch")
     assert "1 bad line(s) skipped (no custom_id 1)" in caplog.text
     assert list(table["status"]) == ["ok", "ok", "error", "error", "error", "error", "error", "error"]
-    assert list(table["choice"][:2]) == ["B", "A"] and list(table["correct"][:2]) == [True, False]
+    meant = judged(table, batch_probes())
+    assert list(meant["choice"][:2]) == ["B", "A"] and list(meant["correct"][:2]) == [True, False]
     assert list(table["error_cause"][2:]) == ["other", "rate_limited", "http_5xx", "refused", "malformed",
                                               "not_imported"]
     assert "batch_expired" in table.iloc[2]["error"] and "HTTP 429: rate_limit_exceeded" in table.iloc[3]["error"]
@@ -96,7 +98,7 @@ def test_lmms_eval_07_samples_of_an_exported_task_join_by_doc_id_checked_by_targ
     folder.mkdir(parents=True)
     path = folder / "20261128_101500_samples_medexp_demo_option_order_0123abcd.jsonl"
     path.write_text("".join(lmms_eval_07_sample(i, "B", reply, "prompt") + "\n" for i, reply in enumerate("BAB")))
-    table = import_responses(tmp_path / "lmms_out", probes, answer_cfg, fmt="lmms_eval", probe_set="0123abcd" + "0" * 24)
+    table = judged_import(tmp_path / "lmms_out", probes, answer_cfg, fmt="lmms_eval", probe_set="0123abcd" + "0" * 24)
     assert list(table["choice"]) == ["B", "A", "B"] and list(table["correct"]) == [True, False, True]
     # the task's name carries another probe set's hash
     with pytest.raises(ProbeSetMismatch, match="answers probe set 0123abcd, and this cell's probe set is ffff"):
@@ -114,7 +116,7 @@ def test_lmms_eval_07_samples_of_its_own_task_join_by_the_prompt_its_instruction
     path.write_text("".join(lmms_eval_07_sample(9 - i, probe.gold, reply,
                                                 f"{probe.question}\nAnswer the question using a single word or phrase.")
                             + "\n" for i, (probe, reply) in enumerate(zip(probes, ["Lung", "right"]))))
-    table = import_responses(path, probes, answer_cfg, fmt="lmms_eval")
+    table = judged_import(path, probes, answer_cfg, fmt="lmms_eval")
     assert list(table["correct"]) == [True, False] and list(table["status"]) == ["ok", "ok"]
 
 
@@ -184,7 +186,7 @@ def imported(demo_cache, replies: Path, fmt: str, *overrides: str):
     from medexp.export import _context
 
     probes = option_order_probes(_context(cfg)).probes
-    return import_model_responses(probes, cfg.model, cfg.detector.answer, cache_dir=demo_cache)
+    return judged_model_import(probes, cfg.model, cfg.detector.answer, cache_dir=demo_cache)
 
 
 def test_replies_to_another_probe_set_are_refused_naming_both_hashes(demo_export, demo_cache):

@@ -12,6 +12,7 @@ from medexp.kernel.hashing import file_sha256
 from medexp.config import compose
 from medexp.config.schemas import AnswerMode
 from tests.answers.conftest import choice_probe, text_probe
+from tests.answers.judging import judged, judged_import, judged_model_import
 
 
 def write_jsonl(path, records, blank_lines=False):
@@ -30,9 +31,9 @@ def test_raw_replies_are_judged_and_missing_probes_become_error_rows(tmp_path, a
         {"probe_id": "case0::original", "response": "Pneumonia"},
         {"probe_id": "case1::original", "response": "A or B"},
     ], blank_lines=True)
-    table = import_responses(path, probes(), answer_cfg)
+    table = judged_import(path, probes(), answer_cfg)
     assert list(table["probe_id"]) == [f"case{index}::original" for index in range(4)]  # probe order
-    assert list(table["status"]) == ["ok", "unparsed", "ok", "error"]
+    assert list(table["status"]) == ["ok", "no_answer", "ok", "error"]
     assert list(table["choice"]) == ["A", None, "C", None]
     assert list(table["correct"]) == [True, False, True, False]
     assert table.iloc[3]["error"] == f"no response imported for this probe (from {path})"
@@ -57,8 +58,8 @@ def test_a_medvigil_harness_file_imports(tmp_path, answer_cfg, caplog):
     path = write_jsonl(tmp_path / "gpt-4o__mcq.jsonl", records)
     cell_probes = [dataclasses.replace(probe, meta={RELEASE_ID_KEY: f"MVB-000{index + 1}__orig"})
                    for index, probe in enumerate(probes())]
-    table = import_responses(path, cell_probes, answer_cfg)
-    assert list(table["status"]) == ["ok", "unparsed", "error", "unparsed"]
+    table = judged_import(path, cell_probes, answer_cfg)
+    assert list(table["status"]) == ["ok", "no_answer", "error", "no_answer"]
     assert list(table["correct"]) == [True, False, False, False]
     assert table.iloc[2]["error"] == f"{path}:3: Error code: 429 - rate limit exceeded"
     assert table.iloc[2]["error_cause"] == "rate_limited"
@@ -73,8 +74,8 @@ def test_letter_only_rows_are_used_when_there_is_no_raw_reply(tmp_path, answer_c
         {"probe_id": "case2::original", "status": "timeout"},  # a harness status, no answer
         {"probe_id": "case3::original", "status": "error", "error": "HTTP 500 after 3 retries"},
     ])
-    table = import_responses(path, probes(), answer_cfg)
-    assert list(table["status"]) == ["ok", "unparsed", "error", "error"]
+    table = judged_import(path, probes(), answer_cfg)
+    assert list(table["status"]) == ["ok", "no_answer", "error", "error"]
     assert list(table["choice"]) == ["A", None, None, None] and list(table["response"])[:2] == ["a", "F"]
     assert list(table["error"])[2:] == [f"{path}:3: the harness recorded status 'timeout'",
                                         f"{path}:4: HTTP 500 after 3 retries"]
@@ -85,7 +86,7 @@ def test_free_text_probes_import(tmp_path, answer_cfg):
     cell_probes = [text_probe(example_id="s1", gold="effusion"), text_probe(example_id="s2", gold="left lung")]
     path = write_jsonl(tmp_path / "slots.jsonl", [{"probe_id": "s1::slot_mask", "response": "Effusion."},
                                                    {"probe_id": "s2::slot_mask", "response": "left"}])
-    table = import_responses(path, cell_probes, answer_cfg)
+    table = judged_import(path, cell_probes, answer_cfg)
     assert list(table["choice"]) == ["effusion", "left"] and list(table["correct"]) == [True, False]
 
 
@@ -116,7 +117,7 @@ def test_bad_lines_are_skipped_counted_and_named(tmp_path, answer_cfg, caplog):
                      b'{"response": "D"}\n'
                      b'{"probe_id": "case2::original", "response": ["C"]}\n'  # wrong type: its probe is named
                      b'{"probe_id": "case3::original", "response": "\xe9D"}\n')  # Latin-1, not UTF-8
-    table = import_responses(path, probes(), answer_cfg)
+    table = judged_import(path, probes(), answer_cfg)
     assert list(table["status"]) == ["ok", "error", "error", "error"]
     assert list(table["error_cause"]) == [None, "not_imported", "malformed", "not_imported"]
     assert table.iloc[2]["error"].startswith(f"{path}:5: wrong field type")
@@ -132,7 +133,9 @@ def test_statuses_are_mapped_explicitly(tmp_path, answer_cfg):
     table = import_responses(path, probes(6), answer_cfg, status_map={"flaky": "http_5xx"})
     assert list(table["status"]) == ["error", "ok", "error", "error", "ok", "error"]
     assert list(table["error_cause"]) == ["other", None, "refused", "malformed", None, "http_5xx"]
-    assert table.iloc[0]["response"] == "A" and not table.iloc[0]["correct"]  # a failed line's reply is no answer
+    assert table.iloc[0]["response"] == "A"  # a failed line's reply is kept, and is no reply
+    # judged, the recorded refusal is a no-answer (counted, not correct) and the failures stay errors
+    assert list(judged(table, probes(6))["verdict"]) == ["error", "correct", "no_answer", "error", "correct", "error"]
     assert table.iloc[2]["response"] == "C"  # a refusal keeps its text
     assert "unknown status" in table.iloc[3]["error"] and f"{path}:4" in table.iloc[3]["error"]
 
@@ -142,7 +145,7 @@ def test_statuses_are_mapped_explicitly(tmp_path, answer_cfg):
 def test_the_reply_field_of_each_harness(tmp_path, answer_cfg, field, extra):
     path = write_jsonl(tmp_path / "answers.jsonl", [{"probe_id": f"case{index}::original", field: "ABCD"[index],
                                                      **extra} for index in range(4)])
-    table = import_responses(path, probes(), answer_cfg)
+    table = judged_import(path, probes(), answer_cfg)
     assert list(table["choice"]) == list("ABCD") and table["correct"].all()
 
 
@@ -150,7 +153,7 @@ def test_the_reply_field_is_chosen_once_per_file(tmp_path, answer_cfg):
     # VLMEvalKit's `answer` is the gold: a line without `prediction` is bad, never read from `answer`
     path = write_jsonl(tmp_path / "answers.jsonl", [{"probe_id": "case0::original", "prediction": "A", "answer": "A"},
                                                     {"probe_id": "case1::original", "answer": "B"}])
-    table = import_responses(path, probes(2), answer_cfg)
+    table = judged_import(path, probes(2), answer_cfg)
     assert list(table["status"]) == ["ok", "error"] and table.iloc[1]["error_cause"] == "malformed"
     assert "no reply field" in table.iloc[1]["error"]
 
@@ -158,7 +161,7 @@ def test_the_reply_field_is_chosen_once_per_file(tmp_path, answer_cfg):
 def test_a_byte_order_mark_is_read_as_every_reader_reads_it(tmp_path, answer_cfg):
     path = tmp_path / "answers.jsonl"
     path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"probe_id": "case0::original", "response": "A"}).encode() + b"\n")
-    assert list(import_responses(path, probes(1), answer_cfg)["correct"]) == [True]
+    assert list(judged_import(path, probes(1), answer_cfg)["correct"]) == [True]
     from medexp.answers.imported import imported_probe_ids
 
     assert imported_probe_ids(path) == {"case0::original"}
@@ -170,7 +173,7 @@ def test_lines_for_skipped_probes_are_set_aside_and_unknown_ones_refused(tmp_pat
         {"probe_id": "case0::original", "response": "A"},
         {"probe_id": "MVB-0003__orig", "model_answer": "A", "status": "ok"},
     ])
-    table = import_responses(path, probes(1), answer_cfg, skipped_ids=["MVB-0003__orig"])
+    table = judged_import(path, probes(1), answer_cfg, skipped_ids=["MVB-0003__orig"])
     assert list(table["probe_id"]) == ["case0::original"] and list(table["correct"]) == [True]
     assert "1 line(s) answer probes this cell skipped" in caplog.text
     with pytest.raises(ValueError, match=r"answers.jsonl:2: probe_id 'MVB-0003__orig' is not in this cell's probe set"):
@@ -199,7 +202,7 @@ def test_digest_is_the_file_content_hash(tmp_path):
 def test_a_responses_model_config_imports_its_file(tmp_path, answer_cfg):
     path = write_jsonl(tmp_path / "gpt.jsonl", [{"probe_id": "case0::original", "response": "A"}])
     model = compose(["model=responses", "model.name=gpt-4o", f"model.responses_path={path}"]).model
-    table = import_model_responses(probes(1), model, answer_cfg)
+    table = judged_model_import(probes(1), model, answer_cfg)
     assert list(table["correct"]) == [True]
     model.responses_path = None
     with pytest.raises(ValueError, match="model=gpt-4o: set model.responses_path"):

@@ -10,9 +10,10 @@ import logging
 import pandas as pd
 import pytest
 
-from medexp.answers import import_model_responses, import_responses
+from medexp.answers import import_responses
 from medexp.config import compose
 from tests.answers.conftest import OPTIONS, choice_probe, released_as, text_probe
+from tests.answers.judging import judged_import, judged_model_import
 
 QUESTIONS = ["What modality is used to take this image?", "Which organ is abnormal?",
              "Where is the liver?", "What modality is used to take this image?"]  # 0 and 3 share a text
@@ -43,15 +44,15 @@ def test_lmms_eval_generation_samples_join_by_question_and_count_an_ambiguous_te
     path.write_text("\n".join(lmms_eval_generation_line(i, QUESTIONS[i], ANSWERS[i], 11934 + i, replies[i])
                               for i in range(4)) + "\n", encoding="utf-8")
     with caplog.at_level(logging.WARNING, logger="medexp"):
-        table = import_responses(path, slake_probes(), answer_cfg, fmt="lmms_eval")
+        table = judged_import(path, slake_probes(), answer_cfg, fmt="lmms_eval")
     # questions 0 and 3 share their text: those two lines are ambiguous, never guessed
     assert "2 bad line(s) skipped (ambiguous 2)" in caplog.text and f"{path}:1: ambiguous" in caplog.text
     assert list(table["status"]) == ["error", "ok", "ok", "error"]
     assert list(table["response"])[1:3] == ["Lung", "left lobe"]
-    assert list(table["correct"]) == [False, True, False, False]
+    assert list(table["correct"]) == [False, True, True, False]  # judge=read: "left lobe" states "Left"
     # joined by the doc's own id instead, every line lands
-    by_qid = import_responses(path, slake_probes(), answer_cfg, fmt="lmms_eval", id_field="doc.qid", join="source_id")
-    assert list(by_qid["status"]) == ["ok"] * 4 and list(by_qid["correct"]) == [True, True, False, True]
+    by_qid = judged_import(path, slake_probes(), answer_cfg, fmt="lmms_eval", id_field="doc.qid", join="source_id")
+    assert list(by_qid["status"]) == ["ok"] * 4 and list(by_qid["correct"]) == [True, True, True, True]
 
 
 def vlmevalkit_sheet(rows: int = 4) -> pd.DataFrame:
@@ -77,7 +78,7 @@ def test_a_vlmevalkit_tsv_sheet_joins_by_index_and_keeps_failed_rows_as_errors(t
     sheet = vlmevalkit_sheet()
     extra = sheet.iloc[[0]].assign(index=99)  # an index of another dataset
     pd.concat([sheet, extra]).to_csv(path, sep="\t", index=False)  # as VLMEvalKit's dump() writes a .tsv
-    table = import_responses(path, mmstar_probes(), answer_cfg, fmt="vlmevalkit")
+    table = judged_import(path, mmstar_probes(), answer_cfg, fmt="vlmevalkit")
     assert list(table["status"]) == ["ok", "ok", "error", "ok"]
     assert list(table["choice"]) == ["A", "B", None, "D"]
     assert list(table["correct"]) == [True, True, False, True]
@@ -88,7 +89,7 @@ def test_a_vlmevalkit_xlsx_sheet_reads_like_its_tsv(tmp_path, answer_cfg):
     pytest.importorskip("openpyxl")
     path = tmp_path / "Qwen2.5-VL-7B-Instruct_MMStar.xlsx"
     vlmevalkit_sheet().to_excel(path, index=False)
-    table = import_responses(path, mmstar_probes(), answer_cfg, fmt="vlmevalkit")
+    table = judged_import(path, mmstar_probes(), answer_cfg, fmt="vlmevalkit")
     assert list(table["choice"]) == ["A", "B", None, "D"]
 
 
@@ -122,12 +123,12 @@ def test_a_llava_med_answer_file_joins_by_question_id_and_counts_what_it_cannot(
     lines.append("{truncated")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with caplog.at_level(logging.WARNING, logger="medexp"):
-        table = import_responses(path, slake_probes(), answer_cfg, fmt="llava_med")
+        table = judged_import(path, slake_probes(), answer_cfg, fmt="llava_med")
     assert "3 bad line(s) skipped (unmatched 1, no id 1, not JSON 1)" in caplog.text
     assert list(table["status"]) == ["ok", "ok", "ok", "error"]  # the fourth question has no line
     assert table.iloc[3]["error"].startswith("no response imported for this probe")
     # by prompt text, the <image> placeholder set aside: 1 and 2 match; 0 shares its text with 3
-    by_text = import_responses(path, slake_probes(), answer_cfg, fmt="llava_med", id_field="prompt", join="question")
+    by_text = judged_import(path, slake_probes(), answer_cfg, fmt="llava_med", id_field="prompt", join="question")
     assert list(by_text["status"]) == ["error", "ok", "ok", "error"]
 
 
@@ -143,5 +144,5 @@ def test_a_responses_model_config_names_the_harness(tmp_path, answer_cfg):
     path = tmp_path / "answer-file.jsonl"
     path.write_text("\n".join(llava_med_line(11934 + i, QUESTIONS[i], ANSWERS[i]) for i in range(4)) + "\n")
     model = compose(["model=responses", f"model.responses_path={path}", "model.responses_format=llava_med"]).model
-    table = import_model_responses(slake_probes(), model, answer_cfg)
+    table = judged_model_import(slake_probes(), model, answer_cfg)
     assert list(table["correct"]) == [True] * 4

@@ -13,11 +13,11 @@ import logging
 
 import pytest
 
-from medexp.answers import import_model_responses
 from medexp.benchmarks import load_benchmark_from_config
 from medexp.config import compose
 from medexp.probes.twins import question_probe
 from tests.benchmarks.upstream import vqa_rad_release_records, write_vqa_rad
+from tests.answers.judging import judged_model_import
 
 CLOSED_SUFFIX = " Please choose from the following two options: [yes, no]"
 SHARED_TEXTS = ("Is this an MRI?", "Is there a fracture?", "Is the heart enlarged?", "Is this a CT scan?",
@@ -67,7 +67,7 @@ def imported(path, examples, *overrides):
     model = compose(["model=responses", "model.name=llava_med", f"model.responses_path={path}",
                      "model.responses_format=llava_med", *overrides]).model
     answer = compose(["detector=perturbation_gap"]).detector.answer
-    return import_model_responses([question_probe(example) for example in examples], model, answer)
+    return judged_model_import([question_probe(example) for example in examples], model, answer)
 
 
 def test_every_line_of_a_llava_med_answer_file_joins_by_the_releases_qid(release, tmp_path, caplog):
@@ -79,16 +79,29 @@ def test_every_line_of_a_llava_med_answer_file_joins_by_the_releases_qid(release
     with caplog.at_level(logging.WARNING, logger="medexp"):
         table = imported(path, examples)
     assert "bad line" not in caplog.text and "no imported response" not in caplog.text
-    assert list(table["status"]) == ["ok"] * 451  # every line joined, every reply judged
-    # judged by the parser: a sentence is an answer, and under exact matching not the gold "No"
-    closed = [example for example in examples if example.meta["answer_type"] == "CLOSED"]
-    expected_right = sum(reply_for(example, number).rstrip(".").lower() == example.answer.lower()
-                         for number, example in enumerate(examples))
-    assert int(table["correct"].sum()) == expected_right
+    assert (table["status"] != "error").all()  # every line joined, every reply judged
+    # judged as a reader would (judge=read, the default): a leading or restated yes/no commits, a
+    # finding the question does not ask about and a refusal commit to nothing
+    expected = [reader_verdict(example, number) for number, example in enumerate(examples)]
+    assert list(table["verdict"]) == expected
+    assert expected.count("correct") > 0 and expected.count("no_answer") > 0 and expected.count("wrong") > 0
     sentences = table["response"].str.startswith("Human: Based on")
     assert sentences.sum() == sum(number % 4 == 2 for number, example in enumerate(examples)
                                   if example.meta["answer_type"] == "CLOSED") > 0
-    assert not table.loc[sentences, "correct"].any() and len(closed) == 272
+    assert set(table.loc[sentences, "verdict"]) <= {"no_answer", "wrong"}
+
+
+def reader_verdict(example, number: int) -> str:
+    """What a reader makes of :func:`reply_for`'s reply: "Yes", "No.", "Based on the image, yes."
+    answer a closed yes/no question; a restated absence of an aortic aneurysm answers none of these
+    questions; "I am not sure." refuses; an open reply that is the answer is right."""
+    if example.meta["answer_type"] != "CLOSED":
+        return "correct" if number % 3 else "no_answer"
+    said = ("yes", "no", None, "yes")[number % 4]
+    gold = str(example.answer).strip().lower()
+    if gold not in ("yes", "no"):
+        return "wrong"  # a yes/no sentence to a question answered by a number
+    return "no_answer" if said is None else "correct" if said == gold else "wrong"
 
 
 def test_joined_by_question_text_the_appended_options_are_set_aside_and_shared_texts_counted(release, tmp_path, caplog):
@@ -99,7 +112,7 @@ def test_joined_by_question_text_the_appended_options_are_set_aside_and_shared_t
     with caplog.at_level(logging.WARNING, logger="medexp"):
         table = imported(path, examples, "model.responses_id_field=prompt", "model.responses_join=question")
     assert "14 bad line(s) skipped (ambiguous 14)" in caplog.text
-    assert (table["status"] == "ok").sum() == 451 - 14
+    assert (table["status"] != "error").sum() == 451 - 14
     assert set(table.loc[table["status"] == "error", "error_cause"]) == {"not_imported"}
 
 

@@ -13,10 +13,12 @@ import pandas as pd
 import pytest
 
 from medexp.answers import ChatClient, check_response_table
+from medexp.answers.judges.stage import judge_responses
 from medexp.answers.openai_client import answer_probes
 from medexp.config import compose
 from medexp.config.schemas import AnswerConfig, AnswerMode
 from tests.answers.conftest import OPTIONS, choice_probe, text_probe, write_png
+from tests.answers.judging import READ
 from tests.answers.server import ChatServer, Fault, letter_of_option
 
 FAST = {"retry_backoff": 0.01, "retry_backoff_max": 0.05, "request_timeout": 5.0}
@@ -56,12 +58,14 @@ def test_rows_follow_the_rule_and_the_gold(chat_server, tmp_path, answer_cfg):
     probes = probe_set(12, tmp_path)
     table = client_for(chat_server).answer_probes(probes, answer_cfg, progress=False)
     check_response_table(table, [probe.probe_id for probe in probes])
-    for probe, row in zip(probes, table.itertuples()):
+    judged = judge_responses(table, probes, READ, None).table
+    for probe, row, meant in zip(probes, table.itertuples(), judged.itertuples()):
         choice = expected_choice(probe)
-        assert row.status == ("ok" if choice else "unparsed")
-        assert row.choice == choice and row.correct == (choice == probe.gold)
-        assert row.response == (choice or "I cannot tell from this image.") and row.error is None
-    assert 0 < table["correct"].sum() < len(table)  # the rule is right on some probes only
+        assert row.status == "ok" and row.choice is None and row.error is None  # a reply, for the judge to read
+        assert row.response == (choice or "I cannot tell from this image.")
+        assert meant.status == ("ok" if choice else "no_answer")
+        assert meant.choice == choice and meant.correct == (choice == probe.gold)
+    assert 0 < judged["correct"].sum() < len(table)  # the rule is right on some probes only
     assert len(chat_server.requests) == len(probes)
 
 
@@ -111,7 +115,7 @@ def test_an_echoed_temperature_is_checked(answer_cfg):
         assert (client_for(honest).answer_probes(probes, answer_cfg, progress=False)["status"] == "ok").all()
     with ChatServer(echo_temperature=0.7) as overriding:
         table = client_for(overriding).answer_probes(probes, answer_cfg, progress=False)
-    assert (table["status"] == "error").all() and not table["correct"].any()
+    assert (table["status"] == "error").all()
     assert table["error"].str.contains("server reports temperature 0.7 for a request sent with temperature 0.0").all()
 
 
@@ -121,7 +125,8 @@ def test_500_then_success_and_429_with_retry_after_are_retried(chat_server, answ
     chat_server.fail("Case 00", Fault(500), Fault(503))
     chat_server.fail("Case 01", Fault(429, retry_after="0.3"))
     table = client_for(chat_server, retry_backoff=0.0).answer_probes(probes, answer_cfg, progress=False)
-    assert list(table["status"]) == ["ok", "ok", "unparsed", "ok"]  # case 02 offers no effusion
+    assert list(table["status"]) == ["ok", "ok", "ok", "ok"]
+    assert table["response"].iloc[2] == "I cannot tell from this image."  # case 02 offers no effusion
     assert len(chat_server.requests_for("Case 00")) == 3 and len(chat_server.requests_for("Case 01")) == 2
     first, second = chat_server.times_for("Case 01")
     assert second - first >= 0.3  # the server's Retry-After, though the client's own backoff is 0
@@ -144,11 +149,11 @@ def test_other_4xx_fail_at_once_and_stay_rows(chat_server, answer_cfg):
     probes = probe_set(3)
     chat_server.fail("Case 01", Fault(400), Fault(400))
     table = client_for(chat_server).answer_probes(probes, answer_cfg, progress=False)
-    assert list(table["status"]) == ["ok", "error", "unparsed"]  # case 02 offers no effusion
+    assert list(table["status"]) == ["ok", "error", "ok"]
     row = table.iloc[1]
     assert len(chat_server.requests_for("Case 01")) == 1  # no retry
     assert "HTTP 400" in row["error"] and "scripted failure 400" in row["error"]
-    assert row["response"] == "" and row["choice"] is None and not row["correct"]
+    assert row["response"] == "" and row["choice"] is None
 
 
 def test_persistent_5xx_gives_up_after_max_retries_as_an_error_row(chat_server, answer_cfg):

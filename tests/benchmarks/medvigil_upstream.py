@@ -125,7 +125,7 @@ def harness_row(probe: dict, model_letter: str | None, model: str = "gpt-4o", er
     if error is not None:
         return {**common, "model_answer": "", "status": f"error: {error}", "timestamp": "2026-04-20T10:00:00Z"}
     return {**common, "image_file": probe["image_file"], "question": probe["question"],
-            "model_answer": model_letter or "I cannot tell.", "latency_ms": 812,
+            "model_answer": model_letter or "It could be either of them.", "latency_ms": 812,
             "usage": {"prompt_tokens": 412, "completion_tokens": 1, "total_tokens": 413}, "status": "ok",
             "timestamp": "2026-04-20T10:00:00Z", "model_letter": model_letter or "",
             "correct_letter": probe["correct_letter"], "expected_behavior": probe["expected_behavior"]}

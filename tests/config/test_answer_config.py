@@ -17,8 +17,23 @@ def test_defaults_are_greedy_short_and_strict():
     cfg = AnswerConfig()
     assert (cfg.mode, cfg.max_new_tokens, cfg.temperature, cfg.allow_sampling, cfg.system_prompt) == \
         (AnswerMode.generate, 8, 0.0, False, None)
-    assert cfg.free_text_metric is FreeTextMetric.exact and cfg.length_normalise is True
+    assert cfg.length_normalise is True
     check_answer_config(cfg)
+
+
+def test_the_judge_is_its_own_group_read_by_default():
+    """How replies are judged is the cell's judge, not the answer section (issue 55)."""
+    assert not hasattr(AnswerConfig(), "free_text_metric")
+    cfg = compose([])
+    assert (cfg.judge.name, cfg.judge.kind) == ("read", "read")
+    exact = compose(["judge=exact", "judge.free_text_metric=rouge_l"]).judge
+    assert FreeTextMetric(exact.free_text_metric) is FreeTextMetric.rouge_l
+    with pytest.raises(Exception, match="rouge_threshold"):
+        compose(["judge=read", "judge.rouge_threshold=0.5"])  # a setting of another judge is refused
+    from medexp.config.ranges import ConfigRangeError, validate
+
+    with pytest.raises(ConfigRangeError, match=r"judge.rouge_threshold=0.0 is out of range: allowed \(0, 1\]"):
+        validate(compose(["judge=exact", "judge.rouge_threshold=0.0"]))
 
 
 def test_the_schema_is_registered_and_typed():
@@ -32,7 +47,7 @@ def test_the_schema_is_registered_and_typed():
         node.mode = "vote"
     with pytest.raises(Exception, match="top_k"):
         OmegaConf.merge(node, {"top_k": 5})
-    node.merge_with({"temperature": 0.0, "free_text_metric": "rouge_l"})
+    node.merge_with({"temperature": 0.0, "length_normalise": False})
     check_answer_config(node)  # the OmegaConf node validates like the dataclass
 
 
@@ -40,7 +55,6 @@ def test_the_schema_is_registered_and_typed():
     ({"temperature": 0.7}, r"answer.temperature=0.7: answers are greedy .* unless answer.allow_sampling=true"),
     ({"temperature": -1.0, "allow_sampling": True}, r"answer.temperature=-1.0 is out of range: allowed >= 0"),
     ({"max_new_tokens": 0}, r"answer.max_new_tokens=0 is out of range: allowed >= 1"),
-    ({"rouge_threshold": 0.0}, r"answer.rouge_threshold=0.0 is out of range: allowed \(0, 1\]"),
     ({"choice_template": "{question}\nAnswer:"}, r"answer.choice_template lacks \['options'\]"),
     ({"choice_template": "{question}\n{options}\n{context}"}, r"answer.choice_template has unknown field\(s\) \['context'\]"),
     ({"option_line": "{text}"}, r"answer.option_line lacks \['letter'\]"),

@@ -8,12 +8,14 @@ import pandas as pd
 from medexp.answers.table import response_row
 from medexp.benchmarks.options import LETTERS
 from medexp.probes.base import Probe
+from tests.answers.judging import judged_table
 
 OPTIONS = ("alpha", "beta", "gamma", "delta", "Cannot tell from the evidence.")
 REFUSAL_GOLD = {"false_premise", "roi_masked"}
 
 # case -> (tier, text_only_answerable, [(kind, outcome), ...]); outcomes: C correct, W a wrong
-# answer (the first non-gold, non-refusal option), R the refusal option, U unparsed, E error.
+# answer (the first non-gold, non-refusal option), R the refusal option, U no answer (a reply naming
+# two options), E error.
 CASES = {
     "c1": ("L1", False, [("original", "C"), ("paraphrase", "C"), ("negation", "W"), ("specificity_drop", "C"),
                          ("knowledge_only", "C"), ("false_premise", "C"), ("roi_only", "C"), ("roi_masked", "W"),
@@ -46,9 +48,8 @@ def reply(probe: Probe, outcome: str) -> dict:
     if outcome == "E":
         return response_row(probe, "", None, "error", error="HTTP 503", cause="http_5xx")
     if outcome == "U":
-        return response_row(probe, "I am not sure", None, "unparsed")
-    letter = {"C": probe.gold, "W": wrong, "R": probe.refusal}[outcome]
-    return response_row(probe, letter, letter, "ok")
+        return response_row(probe, f"{probe.options[0]} or {probe.options[1]}")
+    return response_row(probe, {"C": probe.gold, "W": wrong, "R": probe.refusal}[outcome])
 
 
 def build(cases=CASES) -> tuple[list[Probe], pd.DataFrame]:
@@ -58,7 +59,7 @@ def build(cases=CASES) -> tuple[list[Probe], pd.DataFrame]:
             probe = make_probe(case, kind, index, tier, text_only)
             probes.append(probe)
             rows.append(reply(probe, outcome))
-    return probes, pd.DataFrame(rows)
+    return probes, judged_table(rows, probes)
 
 
 KINDS = ["original", "paraphrase", "negation", "specificity_drop", "knowledge_only", "false_premise",
@@ -73,7 +74,8 @@ def battery(n_cases: int) -> list[Probe]:
 
 def answers(probes: list[Probe], p_correct: np.ndarray, rng: np.random.Generator,
             random_wrong: bool = False) -> pd.DataFrame:
-    """A response table: probe i answered correctly with probability p_correct[i], else a wrong letter.
+    """A judged table: probe i answered correctly with probability p_correct[i], else a wrong letter
+    (built directly, as judge=read judges a reply that is a letter: the simulations draw many).
 
     The wrong letter is the first that is neither gold nor refusal, or (``random_wrong``) any
     non-gold letter drawn uniformly, as a model blind to positions would pick.
@@ -87,8 +89,9 @@ def answers(probes: list[Probe], p_correct: np.ndarray, rng: np.random.Generator
     return pd.DataFrame({
         "probe_id": [p.probe_id for p in probes], "example_id": [p.example_id for p in probes],
         "kind": [p.kind for p in probes], "gold": [p.gold for p in probes], "refusal": [p.refusal for p in probes],
-        "response": choice, "choice": choice, "correct": correct, "status": "ok", "error": None,
-        "error_cause": None, "option_logliks": None,
+        "response": choice, "choice": choice, "status": "ok", "error": None, "error_cause": None,
+        "option_logliks": None, "committed": choice, "verdict": np.where(correct, "correct", "wrong"),
+        "judge": "read", "reason": "option letter", "score": None, "correct": correct,
     })
 
 

@@ -1,8 +1,9 @@
 """Simulated benchmarks and models for the MM-Detect detectors.
 
 A simulated model answers each probe right with a probability the test chooses (per example and
-arm), else picks another answer option at random; a share of replies can be errors, unparsed or
-refusals. Nothing here knows the detectors' statistics.
+arm), else picks another answer option at random; a share of replies can be errors, no-answers or
+refusals. Its replies are judged by the default judge, as a cell judges them. Nothing here knows the
+detectors' statistics.
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ from pathlib import Path
 import numpy as np
 from omegaconf import OmegaConf
 
-from medexp.answers.parse import judge
-from medexp.answers.table import Status, response_row, response_table
+from medexp.answers.table import Status, response_row
 from medexp.benchmarks.base import Example
 from medexp.benchmarks.options import LETTERS
-from medexp.config.schemas import AnswerConfig, OptionOrderConfig, SlotGuessConfig, TextOnlyConfig
+from medexp.config.schemas import OptionOrderConfig, SlotGuessConfig, TextOnlyConfig
 from medexp.probes.base import Probe
+from tests.answers.judging import NO_ANSWER_REPLY, READ, judged_table
 
 MODALITIES = ("CT", "MRI", "X-Ray", "Ultrasound")
 ORGANS = ("brain", "lung", "liver", "kidney", "heart")
@@ -47,9 +48,9 @@ def choice_examples(n: int, seed: int, yes_share: float = 0.5) -> list[Example]:
 Rule = Callable[[Probe], float]  # probability that the model answers this probe right
 
 
-def answer_choices(probes: Sequence[Probe], right: Rule, seed: int, error: float = 0.0, unparsed: float = 0.0,
+def answer_choices(probes: Sequence[Probe], right: Rule, seed: int, error: float = 0.0, no_answer: float = 0.0,
                    refuse: float = 0.0, wrong: Callable[[Probe, np.random.Generator], str] | None = None):
-    """The response table of a simulated model over multiple-choice probes."""
+    """The judged table of a simulated model over multiple-choice probes."""
     rng = np.random.default_rng(seed)
     rows = []
     for probe in probes:
@@ -57,11 +58,11 @@ def answer_choices(probes: Sequence[Probe], right: Rule, seed: int, error: float
         if draw < error:
             rows.append(response_row(probe, "", None, Status.error, error="HTTP 503 after 5 retries", cause="http_5xx"))
             continue
-        if draw < error + unparsed:
-            rows.append(response_row(probe, "I cannot tell from this image.", None, Status.unparsed))
+        if draw < error + no_answer:
+            rows.append(response_row(probe, NO_ANSWER_REPLY))
             continue
-        if probe.refusal is not None and draw < error + unparsed + refuse:
-            rows.append(response_row(probe, probe.refusal, probe.refusal, Status.ok))
+        if probe.refusal is not None and draw < error + no_answer + refuse:
+            rows.append(response_row(probe, probe.refusal))
             continue
         if rng.random() < right(probe):
             letter = probe.gold
@@ -70,23 +71,20 @@ def answer_choices(probes: Sequence[Probe], right: Rule, seed: int, error: float
         else:
             others = [letter for letter in LETTERS[:len(probe.options)] if letter not in (probe.gold, probe.refusal)]
             letter = others[int(rng.integers(len(others)))]
-        rows.append(response_row(probe, letter, letter, Status.ok))
-    return response_table(rows, [probe.probe_id for probe in probes])
+        rows.append(response_row(probe, letter))
+    return judged_table(rows, probes)
 
 
-def answer_free_text(probes: Sequence[Probe], right: Rule, seed: int, answer_cfg=None, error: float = 0.0):
-    """The response table of a simulated model over free-text probes, judged by ``judge``."""
-    answer_cfg = answer_cfg or AnswerConfig()
+def answer_free_text(probes: Sequence[Probe], right: Rule, seed: int, judge_cfg=READ, error: float = 0.0):
+    """The judged table (``judge_cfg``) of a simulated model over free-text probes."""
     rng = np.random.default_rng(seed)
     rows = []
     for probe in probes:
         if rng.random() < error:
             rows.append(response_row(probe, "", None, Status.error, error="timeout", cause="timeout"))
             continue
-        reply = probe.gold if rng.random() < right(probe) else "something else"
-        choice, status = judge(probe, reply, answer_cfg)
-        rows.append(response_row(probe, reply, choice, status))
-    return response_table(rows, [probe.probe_id for probe in probes])
+        rows.append(response_row(probe, probe.gold if rng.random() < right(probe) else "something else"))
+    return judged_table(rows, probes, judge_cfg)
 
 
 def option_order_config(**changes):

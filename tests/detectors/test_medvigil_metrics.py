@@ -6,7 +6,6 @@ import math
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from medexp.benchmarks.options import LETTERS
@@ -22,6 +21,8 @@ from medexp.detectors.medvigil_metrics import (
     sensitivity_table,
 )
 from medexp.detectors.medvigil_tables import status_counts
+from medexp.answers.table import response_row
+from tests.answers.judging import judged_table
 from tests.detectors.medvigil_tables import CASES, OPTIONS, build, make_probe, reply
 
 
@@ -69,7 +70,7 @@ def test_metrics_with_errors_counted_wrong(table):
 def test_metrics_with_errors_excluded(table):
     m = medvigil_metrics(table, ERRORS_EXCLUDED)
     assert m["pr"] == pytest.approx(100 / 3)  # the c4 error leaves: C W W
-    assert m["sdr"] == pytest.approx(75.0)  # an unparsed reply stays, counted wrong
+    assert m["sdr"] == pytest.approx(75.0)  # a no-answer stays, counted wrong
     assert m["lpa"] == pytest.approx(100.0)
     assert m["sfr"] == pytest.approx(50.0) and m["sfr_L3"] == pytest.approx(50.0)
     sfr_w = (0 + 3 * 50 + 8 * 100) / 12
@@ -121,8 +122,8 @@ def test_pcons_compares_meanings_not_letters():
     paraphrase = make_probe("c", "paraphrase", 1, "L1", False, options=rotated)
     wrong_original = reply(original, "W")  # letter B: beta
     same_text = LETTERS[rotated.index(OPTIONS[1])]  # beta is D in the rotated options
-    paraphrase_reply = {**reply(paraphrase, "C"), "choice": same_text, "correct": False, "response": same_text}
-    table = scored_table(pd.DataFrame([wrong_original, paraphrase_reply]), probe_facts([original, paraphrase]))
+    judged = judged_table([wrong_original, response_row(paraphrase, same_text)], [original, paraphrase])
+    table = scored_table(judged, probe_facts([original, paraphrase]))
     assert medvigil_metrics(table)["pcons"] == 100.0
 
 
@@ -150,7 +151,7 @@ def test_case_totals_keep_every_case_and_status_counts(table):
     assert cases == ["c1", "c2", "c3", "c4"] and list(totals.index) == cases
     assert totals.loc["c2", "n|trap|L3"] == 1 and totals.loc["c4", "n|trap|L3"] == 1
     counts = status_counts(table).set_index("kind")
-    assert counts.loc["all", "error"] == 4 and counts.loc["all", "unparsed"] == 1
+    assert counts.loc["all", "error"] == 4 and counts.loc["all", "no_answer"] == 1
     assert counts.loc["false_premise", "n"] == 5 and counts.loc["all", "n"] == len(table)
 
 
@@ -201,8 +202,8 @@ def test_evaluate_reports_both_conventions_and_counts():
     probes, responses = build()
     result = evaluate_medvigil(responses, probe_facts(probes), seed=3, n_resamples=100)
     metrics = result["metrics"]
-    assert metrics["n_examples"] == 4 and metrics["n_error"] == 4 and metrics["n_unparsed"] == 1
-    assert metrics["n_ok"] + metrics["n_error"] + metrics["n_unparsed"] == metrics["n_probes"] == len(responses)
+    assert metrics["n_examples"] == 4 and metrics["n_error"] == 4 and metrics["n_no_answer"] == 1
+    assert metrics["n_ok"] + metrics["n_error"] + metrics["n_no_answer"] == metrics["n_probes"] == len(responses)
     assert metrics["sfr_errors_wrong"] == pytest.approx(60.0) and metrics["sfr_errors_excluded"] == pytest.approx(50.0)
     assert metrics["mcs_errors_wrong_ci_low"] <= metrics["mcs_errors_wrong"] <= metrics["mcs_errors_wrong_ci_high"]
     tables = result["tables"]

@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from medexp.answers.table import Status, response_row, response_table
+from medexp.answers.table import Status, response_row
 from medexp.benchmarks.base import Example
 from medexp.benchmarks.options import LETTERS
 from medexp.detectors.answer_arms import pairs, paired_statistics, probe_facts, joined
 from medexp.detectors.option_order import option_order_detector
 from medexp.probes.choice import option_order_probes
 from medexp.stats.sample_size import paired_accuracy_mde
+from tests.answers.judging import judged_table
 from tests.detectors.mmdetect_tables import answer_choices, choice_examples, option_order_config
 
 STRATA = ["answer_type", "content_type"]
@@ -33,18 +34,18 @@ def hand_examples(n_options=4) -> list[Example]:
 def reply(probe, how: str):
     wrong = next(letter for letter in LETTERS[:len(probe.options)] if letter != probe.gold)
     if how == "right":
-        return response_row(probe, probe.gold, probe.gold, Status.ok)
+        return response_row(probe, probe.gold)
     if how == "wrong":
-        return response_row(probe, wrong, wrong, Status.ok)
-    if how == "unparsed":
-        return response_row(probe, "maybe", None, Status.unparsed)
+        return response_row(probe, wrong)
+    if how == "no_answer":
+        return response_row(probe, "maybe")
     return response_row(probe, "", None, Status.error, error="connection reset", cause="connection")
 
 
 # (original, shuffled) per example: ex0, ex1 lose; ex2 keeps; ex3 gains; ex4's original is an
-# error (no answer: the pair leaves); ex5's shuffled reply is unparsed (an answer, wrong).
+# error (no reply: the pair leaves); ex5's shuffled reply commits to nothing (a no-answer: not correct).
 HAND = [("right", "wrong"), ("right", "wrong"), ("right", "right"), ("wrong", "right"), ("error", "right"),
-        ("right", "unparsed")]
+        ("right", "no_answer")]
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +53,7 @@ def hand():
     probes = option_order_probes(hand_examples(), seed=0)
     plan = dict(zip([f"hand::{i}" for i in range(6)], HAND))
     rows = [reply(p, plan[p.example_id][0 if p.kind == "original" else 1]) for p in probes.probes]
-    table = response_table(rows, [p.probe_id for p in probes.probes])
+    table = judged_table(rows, probes.probes)
     skipped = [("hand::9::option_shuffle", "no options: the example is not multiple choice")]
     return option_order_detector(table, probe_facts(probes.probes, STRATA), option_order_config(strata=STRATA),
                                  seed=1, skipped=skipped)
@@ -70,8 +71,8 @@ def test_cr_pcr_delta_phi_and_mcnemar_by_hand(hand):
 
 def test_errors_are_counted_never_scored(hand):
     m = hand.metrics
-    assert (m["n_error_original"], m["n_unparsed_original"], m["n_ok_original"]) == (1, 0, 5)
-    assert (m["n_error_shuffled"], m["n_unparsed_shuffled"], m["n_ok_shuffled"]) == (0, 1, 5)
+    assert (m["n_error_original"], m["n_no_answer_original"], m["n_ok_original"]) == (1, 0, 5)
+    assert (m["n_error_shuffled"], m["n_no_answer_shuffled"], m["n_ok_shuffled"]) == (0, 1, 5)
     assert not any(name.endswith("_excl") for name in m)  # one convention: errors are no answers
     assert m["n_skipped"] == 1 and m["n_skipped.no_options"] == 1
     assert hand.extra_tables["skipped"][["example_id", "reason"]].values.tolist() == [["hand::9", "no options"]]
@@ -81,7 +82,7 @@ def test_an_error_on_one_arm_never_counts_as_a_wrong_answer():
     """A server whose failures hit the shuffled arm only: errors as wrong answers would flag it."""
     probes = option_order_probes(hand_examples(), seed=0)
     rows = [reply(p, "right" if p.kind == "original" or p.example_id < "hand::3" else "error") for p in probes.probes]
-    table = response_table(rows, [p.probe_id for p in probes.probes])
+    table = judged_table(rows, probes.probes)
     m = option_order_detector(table, probe_facts(probes.probes, STRATA), option_order_config(strata=STRATA),
                               seed=1).metrics
     assert (m["n_pairs"], m["n_excluded_pairs"], m["b"], m["c"]) == (3, 3, 0, 0)
@@ -112,7 +113,7 @@ def test_several_variants_pool_by_relabelling():
             "hand::2": ["right", "right", "right"], "hand::3": ["wrong", "right", "wrong"],
             "hand::4": ["right", "wrong", "wrong"], "hand::5": ["right", "wrong", "wrong"]}
     rows = [reply(p, plan[p.example_id][0 if p.kind == "original" else 1 + p.meta["variant"]]) for p in probes.probes]
-    table = response_table(rows, [p.probe_id for p in probes.probes])
+    table = judged_table(rows, probes.probes)
     result = option_order_detector(table, probe_facts(probes.probes, STRATA),
                                    option_order_config(n_variants=2, n_permutations=20000, strata=STRATA), seed=3)
     m = result.metrics
@@ -185,7 +186,7 @@ def test_the_same_cell_seed_gives_the_same_p_value():
 def test_a_table_without_shuffled_probes_is_refused():
     probes = option_order_probes(hand_examples(), seed=0)
     originals = [p for p in probes.probes if p.kind == "original"]
-    table = response_table([reply(p, "right") for p in originals], [p.probe_id for p in originals])
+    table = judged_table([reply(p, "right") for p in originals], originals)
     with pytest.raises(ValueError, match=r"no \['option_shuffle'\] probes"):
         option_order_detector(table, probe_facts(originals), option_order_config(), seed=0)
 

@@ -11,12 +11,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from medexp.answers.table import response_row, response_table
+from medexp.answers.table import response_row
 from medexp.benchmarks.base import Example
 from medexp.detectors.answer_arms import probe_facts
 from medexp.detectors.perturbation_gap import perturbation_gap_detector
 from medexp.probes.twins import twin_probes
 from medexp.stats.sample_size import paired_accuracy_mde
+from tests.answers.judging import judged_table
 
 OPTIONS = ("left", "right", "both", "neither")
 
@@ -38,12 +39,11 @@ def _cfg(**fields):
 
 
 def _answered(probes, right):
-    """The response table where probe j is answered right iff ``right[j]`` (else the next letter)."""
+    """The judged table where probe j is answered right iff ``right[j]`` (else the next letter)."""
     rows = []
     for probe, correct in zip(probes, right):
-        letter = probe.gold if correct else "ABCD"[("ABCD".index(probe.gold) + 1) % 4]
-        rows.append(response_row(probe, letter, letter, "ok"))
-    return response_table(rows, [probe.probe_id for probe in probes])
+        rows.append(response_row(probe, probe.gold if correct else "ABCD"[("ABCD".index(probe.gold) + 1) % 4]))
+    return judged_table(rows, probes)
 
 
 def _outcomes(original_right, twin_right) -> list[bool]:
@@ -150,13 +150,14 @@ def _with_errors(table, probe_ids):
     from medexp.answers.table import error_row
     from medexp.probes.base import Probe
 
-    rows = table.to_dict("records")
-    for row in rows:
-        if row["probe_id"] in probe_ids:
-            probe = Probe(probe_id=row["probe_id"], example_id=row["example_id"], kind=row["kind"], question="q",
-                          gold=row["gold"], options=OPTIONS)
-            row.update(error_row(probe, "http_5xx", "HTTP 503"))
-    return response_table(rows, list(table["probe_id"]))
+    rows, probes = [], []
+    for row in table.to_dict("records"):
+        probe = Probe(probe_id=row["probe_id"], example_id=row["example_id"], kind=row["kind"], question="q",
+                      gold=row["gold"], options=OPTIONS)
+        probes.append(probe)
+        rows.append(error_row(probe, "http_5xx", "HTTP 503") if row["probe_id"] in probe_ids
+                    else response_row(probe, row["response"]))
+    return judged_table(rows, probes)
 
 
 def test_errors_are_no_answers_for_the_model_or_a_reference():

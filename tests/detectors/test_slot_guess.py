@@ -9,19 +9,21 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from medexp.answers.table import Status, response_row, response_table
+from medexp.answers.table import Status, response_row
 from medexp.benchmarks.base import Example
-from medexp.config.schemas import AnswerConfig
+from medexp.config.schemas import ExactJudgeConfig
 from medexp.detectors.answer_arms import joined, pairs, paired_statistics, probe_facts
 from medexp.detectors.slot_guess import slot_guess_detector
 from medexp.probes.keywords import KeywordSource
 from medexp.probes.slots import SlotSettings, slot_probes
 from medexp.stats.sample_size import paired_accuracy_mde
+from tests.answers.judging import judged_table
 from tests.detectors.mmdetect_tables import ORGANS, answer_free_text, slot_guess_config
 
 STRATA = ["content_type"]
 SOURCE = KeywordSource(frozenset(ORGANS))
 
+EXACT = ExactJudgeConfig(name="exact", kind="exact")
 
 def slot_examples(n: int, seed: int) -> tuple[list[Example], list[str], list[str]]:
     """Questions naming an organ and their rewordings; one in ten rewordings drops the organ."""
@@ -57,17 +59,13 @@ def test_statistics_by_hand():
         if text == "error":
             rows.append(response_row(probe, "", None, Status.error, error="timeout", cause="timeout"))
             continue
-        from medexp.answers.parse import judge
-
-        reply = text.format(g=word, G=word.capitalize())
-        choice, status = judge(probe, reply, AnswerConfig())
-        rows.append(response_row(probe, reply, choice, status))
-    table = response_table(rows, [p.probe_id for p in probes.probes])
+        rows.append(response_row(probe, text.format(g=word, G=word.capitalize())))
+    table = judged_table(rows, probes.probes, EXACT)  # the hand counts below are normalised exact match
     result = slot_guess_detector(table, probe_facts(probes.probes, STRATA), slot_guess_config(strata=STRATA), 0,
                                  probes.skipped)
     m = result.metrics
     # example 3's back-translation is an error, no answer: its pair leaves
-    # exact over the other four: original 1 1 0 0, back 0 1 0 0(unparsed: empty reply)
+    # exact over the other four: original 1 1 0 0, back 0 1 0 0 (no answer: an empty reply)
     assert (m["cr"], m["pcr"], m["b"], m["c"]) == (pytest.approx(0.5), pytest.approx(0.25), 1, 0)
     assert (m["n_pairs"], m["n_excluded_pairs"]) == (4, 1)
     assert m["p_value"] == pytest.approx(0.5) and m["phi"] == pytest.approx(0.25)
@@ -79,19 +77,19 @@ def test_statistics_by_hand():
     back = rouge[rouge.index.str.endswith("back_translation") & ~rouge.index.str.startswith("sim::00003")]
     assert m["rouge_original"] == pytest.approx((1 + 1 + 0 + 0.5) / 4)
     assert m["rouge_back"] == pytest.approx(back.mean())
-    assert (m["n_error_back"], m["n_unparsed_back"], m["n_skipped"], m["n_skipped.no_shared_keyword"]) == (1, 1, 1, 1)
+    assert (m["n_error_back"], m["n_no_answer_back"], m["n_skipped"], m["n_skipped.no_shared_keyword"]) == (1, 1, 1, 1)
     words = result.extra_tables["masked_words"]
     assert words["n"].sum() == 4 and set(words["masked_word"]) <= set(ORGANS)
     assert set(result.figures) == {"slot_guess"}
 
 
-def test_rouge_judgment_follows_the_answer_section():
+def test_rouge_judgment_follows_the_cells_judge():
     probes = make_probes(4, 1)
-    cfg = AnswerConfig(free_text_metric="rouge_l", rouge_threshold=0.5)
+    cfg = ExactJudgeConfig(name="exact", kind="exact", free_text_metric="rouge_l", rouge_threshold=0.5)
     table = answer_free_text(probes.probes, lambda probe: 1.0, 0, cfg)
-    assert table["correct"].all()
-    result = slot_guess_detector(table, probe_facts(probes.probes, STRATA),
-                                 slot_guess_config(strata=STRATA, answer=cfg), 0, probes.skipped)
+    assert table["correct"].all() and set(table["judge"]) == {"exact"}
+    result = slot_guess_detector(table, probe_facts(probes.probes, STRATA), slot_guess_config(strata=STRATA), 0,
+                                 probes.skipped)
     assert result.metrics["cr"] == 1.0 and result.metrics["rouge_original"] == 1.0
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from medexp.answers.table import Status, response_row, response_table
+from medexp.answers.table import Status, response_row
 from medexp.benchmarks.base import Example
 from medexp.config.schemas import ChanceModel
 from medexp.detectors.answer_arms import joined, probe_facts
@@ -18,6 +18,7 @@ from medexp.detectors.text_only import chance_rates, text_only_detector
 from medexp.probes.choice import text_only_probes
 from medexp.stats.paired import accuracy_above_chances
 from medexp.stats.sample_size import above_chance_mde
+from tests.answers.judging import judged_table
 from tests.detectors.mmdetect_tables import answer_choices, choice_examples, text_only_config
 
 STRATA = ["answer_type", "content_type"]
@@ -34,26 +35,26 @@ def hand_examples() -> list[Example]:
 # (with image, without image) per example
 HAND = {"hand::0": ("right", "right"), "hand::1": ("right", "refuse"), "hand::2": ("wrong", "right"),
         "hand::3": ("right", "wrong"), "hand::4": ("error", "right"), "hand::5": ("right", "error"),
-        "hand::6": ("right", "right"), "hand::7": ("wrong", "unparsed")}
+        "hand::6": ("right", "right"), "hand::7": ("wrong", "no_answer")}
 
 
 def reply(probe, how):
     if how == "right":
-        return response_row(probe, probe.gold, probe.gold, Status.ok)
+        return response_row(probe, probe.gold)
     if how == "refuse":
-        return response_row(probe, "I don't know", probe.refusal, Status.ok)
+        return response_row(probe, "I don't know")
     if how == "wrong":
         wrong = next(letter for letter in "ABCD"[:len(probe.options)] if letter not in (probe.gold, probe.refusal))
-        return response_row(probe, wrong, wrong, Status.ok)
-    if how == "unparsed":
-        return response_row(probe, "hmm", None, Status.unparsed)
+        return response_row(probe, wrong)
+    if how == "no_answer":
+        return response_row(probe, "hmm")
     return response_row(probe, "", None, Status.error, error="timeout", cause="timeout")
 
 
 def hand_result(**cfg):
     probes = text_only_probes(hand_examples())
     rows = [reply(p, HAND[p.example_id][0 if p.kind == "original" else 1]) for p in probes.probes]
-    table = response_table(rows, [p.probe_id for p in probes.probes])
+    table = judged_table(rows, probes.probes)
     return text_only_detector(table, probe_facts(probes.probes, STRATA),
                               text_only_config(strata=STRATA, **cfg), seed=0, skipped=probes.skipped)
 
@@ -75,7 +76,7 @@ def test_uniform_chance_by_hand():
     assert m["mde"] == pytest.approx(above_chance_mde(7, 3 / 7, 0.01, 0.8, "one"))
     # the text-only probes have no image: each is clustered by its example's (all share x.png)
     assert m["inflation_n_clusters"] == 1 and np.isnan(m["inflation_ci_low"])
-    assert (m["n_error_text_only"], m["n_unparsed_text_only"], m["n_error_image"]) == (1, 1, 1)
+    assert (m["n_error_text_only"], m["n_no_answer_text_only"], m["n_error_image"]) == (1, 1, 1)
     assert not any(name.endswith("_excl") for name in m)
 
 
@@ -104,7 +105,7 @@ def test_prior_chance_by_hand():
 def test_prior_by_adds_meta_fields_to_the_group():
     probes = text_only_probes(hand_examples())
     facts = probe_facts(probes.probes, ["answer_type"])
-    table = response_table([reply(p, "right") for p in probes.probes], [p.probe_id for p in probes.probes])
+    table = judged_table([reply(p, "right") for p in probes.probes], probes.probes)
     text = joined(table, facts, ("original", "text_only"))
     text = text[text["kind"] == "text_only"]
     _, groups = chance_rates(text, ChanceModel.prior, ["answer_type"], 1)

@@ -205,8 +205,9 @@ def test_transient_faults_and_malformed_replies_are_retried_or_counted(mc):
         outcome = mc(*served(server, "honest_transient"), "detector=option_order")
     assert outcome.status == "FINISHED", outcome.error
     m = outcome.metrics
-    assert (m["n_errors"], m["n_errors.malformed"], m["n_errors.refused"], m["n_errors.rate_limited"]) == (2, 1, 1, 0)
-    assert m["flag"] == 0.0 and m["n_excluded_pairs"] == 2.0
+    assert (m["n_errors"], m["n_errors.malformed"], m["n_refused"], m["n_errors.rate_limited"]) == (1, 1, 1, 0)
+    # the malformed reply's pair leaves; the content filter's refusal stays in, as a no-answer
+    assert m["flag"] == 0.0 and m["n_excluded_pairs"] == 1.0 and m["n_verdict.no_answer"] == 1.0
 
 
 # ------------------------------------------------------------------------------ imported files

@@ -80,7 +80,7 @@ def test_release_cell_from_a_harness_file_matches_hand_computation(tmp_path):
     m = outcome.metrics
     # Three cases with images (MVB-0003 is credentialed: its 10 probes are skipped and its 10
     # harness lines set aside), 10 probes each plus MVB-0004's four-option original.
-    assert (m["n_examples"], m["n_probes"], m["n_ok"], m["n_unparsed"], m["n_error"]) == (3, 31, 29, 1, 1)
+    assert (m["n_examples"], m["n_probes"], m["n_ok"], m["n_no_answer"], m["n_error"]) == (3, 31, 29, 1, 1)
     # The sweep of the four original probes (7 blur levels and no image) is not in the harness's
     # file: skipped and counted, never error rows.
     assert m["n_skipped_probes"] == 10 + 32 and m["n_skipped_probes.credentialed_image_absent"] == 10
@@ -90,7 +90,7 @@ def test_release_cell_from_a_harness_file_matches_hand_computation(tmp_path):
     wrong = {f"{name}": m[f"{name}_errors_wrong"] for name in
              ("acc_orig", "pr", "neg", "sdr", "cap", "sfr", "sfr_L1", "sfr_L2", "sfr_L5", "sfr_w", "safe",
               "acc_roi_only", "acc_roi_masked", "vgr", "ground", "mcs", "pcons", "overall")}
-    cap = (100 + 200 / 3 + 100 + 100) / 4  # the tcf of MVB-0004 is unparsed: PR 2/3
+    cap = (100 + 200 / 3 + 100 + 100) / 4  # the tcf of MVB-0004 commits to no option: PR 2/3
     sfr_w = (1 * 0 + 2 * 50 + 8 * 100) / (1 + 2 + 8)  # L1 0/2, L2 1/2, L5 2/2 (the error counts) silent
     ground = (np.clip(200 / 3 - 200 / 3 + 50, 0, 100) + 200 / 3) / 2  # roi_only 2/3, roi_masked 2/3
     mcs = 3 / (1 / cap + 1 / (100 - sfr_w) + 1 / ground)
@@ -104,13 +104,13 @@ def test_release_cell_from_a_harness_file_matches_hand_computation(tmp_path):
     assert m["sfr_errors_excluded"] == pytest.approx(200 / 5)
     assert m["sfr_w_errors_excluded"] == pytest.approx(sfr_w) and m["mcs_errors_excluded"] == pytest.approx(mcs)
     assert m["mcs_errors_wrong_ci_low"] <= mcs <= m["mcs_errors_wrong_ci_high"]
-    # the released wording's inflation: originals 3 of 3 against paraphrases 2 of 3 (the unparsed
-    # tcf), one image per case, and the paired accuracy MDE at three cases and detector.alpha
+    # the released wording's inflation: originals 3 of 3 against paraphrases 2 of 3 (the tcf with no answer),
+    # one image per case, and the paired accuracy MDE at three cases and detector.alpha
     assert (m["inflation"], m["inflation_n_clusters"]) == (pytest.approx(1 / 3), 3.0)
     assert m["mde"] == pytest.approx(detector_mde(declaration_of("medvigil").power, 3, 0.01))
 
     per_probe = _artifact(tmp_path, outcome.run_id, "per_probe.parquet")
-    assert len(per_probe) == 31 and set(per_probe["status"]) == {"ok", "unparsed", "error"}
+    assert len(per_probe) == 31 and set(per_probe["status"]) == {"ok", "no_answer", "error"}
     error_row = per_probe.set_index("probe_id").loc["medvigil::test::MVB-0001::false_premise::trap2"]
     assert error_row["status"] == "error" and "500 upstream overloaded" in error_row["error"]
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")

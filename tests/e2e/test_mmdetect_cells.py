@@ -109,7 +109,7 @@ def test_option_order_flags_a_server_that_memorised_the_released_order(local_mc)
     # Honest: right on both arms, no discordant pair: p = 1.
     assert clean.metrics["cr"] == clean.metrics["pcr"] == 1.0
     assert clean.metrics["p_value"] == 1.0 and clean.metrics["flag"] == 0.0
-    assert leaky.metrics["n_error_original"] == 0.0 and leaky.metrics["n_unparsed_shuffled"] == 0.0
+    assert leaky.metrics["n_error_original"] == 0.0 and leaky.metrics["n_no_answer_shuffled"] == 0.0
     run = MlflowClient(local_mc.uri).get_run(leaky.run_id)
     assert run.data.params["detector.answer.temperature"] == "0.0"
     # the tracked run holds the inflation (every pair lost: 1 with no spread) and the MDE at 40 pairs

@@ -5,7 +5,7 @@ type or an unknown key fails at composition with a message naming the offending 
 One module per axis (model, bench, images, control, root, report); one per detector family, beside
 its evaluator module in medexp.evaluators (exchangeability, cohort, composition, memorization,
 images, mmdetect, medvigil, perturbation, dataset_tests, overlap), over their common base (detector); one for the
-answering section that answering detectors embed (answers), MM-Detect's keyword section
+answering section that answering detectors embed (answers), the judges of their replies (judge), MM-Detect's keyword section
 (keywords), translators (translator) and the bench's twin section (twin); and two for
 `python -m medexp.train` (train, train_app). Model, benchmark and tracking configs share one
 schema each; detectors and controls have one schema per kind, selected by the YAML file's
@@ -17,7 +17,6 @@ from __future__ import annotations
 from medexp.config.schemas.answers import (  # noqa: F401
     AnswerConfig,
     AnswerMode,
-    FreeTextMetric,
     check_answer_config,
 )
 from medexp.config.schemas.bench import (  # noqa: F401
@@ -63,6 +62,17 @@ from medexp.config.schemas.images import (  # noqa: F401
     IndexKind,
     OpenClipEmbedderConfig,
     PHashEmbedderConfig,
+)
+from medexp.config.schemas.judge import (  # noqa: F401
+    JUDGE_SCHEMAS,
+    ExactJudgeConfig,
+    FreeTextMetric,
+    JudgeBase,
+    JudgeKind,
+    LlavaMedJudgeConfig,
+    ModelJudgeConfig,
+    ReadJudgeConfig,
+    VlmevalkitJudgeConfig,
 )
 from medexp.config.schemas.keywords import KeywordConfig  # noqa: F401
 from medexp.config.schemas.medvigil import MedvigilConfig  # noqa: F401
@@ -179,3 +189,5 @@ def register_schemas() -> None:
         store.store(group="schema/embedder", name=name, node=node)
     for name, node in TRANSLATOR_SCHEMAS.items():
         store.store(group="schema/translator", name=name, node=node)
+    for name, node in JUDGE_SCHEMAS.items():
+        store.store(group="schema/judge", name=name, node=node)

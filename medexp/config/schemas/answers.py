@@ -1,5 +1,6 @@
-"""How a model is asked and how its answers are judged: one section shared by every answering
-detector (MM-Detect, MedVIGIL, paired perturbation), embedded in their schemas as ``answer:``.
+"""How a model is asked: one section shared by every answering detector (MM-Detect, MedVIGIL,
+paired perturbation, the overlap gap on answers), embedded in their schemas as ``answer:``. How its
+replies are judged is the cell's ``judge:`` (:mod:`medexp.config.schemas.judge`).
 
 Every arm of every comparison renders its prompts from this one section, so two arms differ only
 in their probes, never in wording or decoding (DESIGN.md, "Answers and probes").
@@ -12,17 +13,12 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Optional
 
-from medexp.config.ranges import at_least, fraction, share
+from medexp.config.ranges import at_least, fraction
 
 
 class AnswerMode(str, Enum):
     likelihood = "likelihood"  # white box: the option with the highest teacher-forced log-likelihood
-    generate = "generate"  # greedy decoding (or a black-box API), then the strict parser
-
-
-class FreeTextMetric(str, Enum):
-    exact = "exact"  # whole-answer equality after normalisation (never substring containment)
-    rouge_l = "rouge_l"  # ROUGE-L F1 (rouge-score) of the normalised texts >= rouge_threshold
+    generate = "generate"  # greedy decoding (or a black-box API), then the cell's judge
 
 
 @dataclass
@@ -43,10 +39,7 @@ class AnswerConfig:
     free_text_template: str = "{question}\nAnswer with a single word or phrase."
     # likelihood mode: compare mean log-likelihood per option token (true) or the sum (false).
     length_normalise: bool = True
-    free_text_metric: FreeTextMetric = FreeTextMetric.exact
-    rouge_threshold: float = share(0.5)  # rouge_l: a reply is correct when its F1 with the gold is at least this
-    number_words_to_digits: bool = True  # free text: "two" and "2" normalise alike (zero to twenty)
-    # A cell whose share of answered probes (status ok or unparsed; an error is no answer) is below
+    # A cell whose share of probes with a reply (an answer or a no-answer; an error is no reply) is below
     # this ends FAILED without a verdict, naming the causes. Never part of the response cache key.
     min_answered: float = fraction(0.95)
 

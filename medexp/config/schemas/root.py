@@ -64,6 +64,7 @@ class Config:
     bench: BenchConfig = MISSING
     detector: Any = MISSING
     control: Any = MISSING
+    judge: Any = MISSING  # how an answering detector's replies are judged (conf/judge/)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     split: SplitConfig = field(default_factory=SplitConfig)
 
