@@ -19,7 +19,12 @@ from medexp.report.claims import AXES, name_matches
 log = logging.getLogger("medexp")
 
 REPORT_VALUES = ("p_bonferroni", "q_bh", "family_size")
-TABLE_COLUMNS = ("cell_key", *AXES, "family", "status", "run_id", "p_value", *REPORT_VALUES, "flag", "error")
+# An answering cell's verdict counts (the judge stage's ``n_verdict.<verdict>`` metrics), so a reader
+# sees beside each p-value how many replies were right, wrong, no answer, or failed calls.
+VERDICTS = ("correct", "wrong", "no_answer", "error")
+VERDICT_COLUMNS = tuple(f"n_{verdict}" for verdict in VERDICTS)
+TABLE_COLUMNS = ("cell_key", *AXES, "family", "status", "run_id", "p_value", *REPORT_VALUES, "flag", "judge",
+                 *VERDICT_COLUMNS, "error")
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,11 @@ class CellRun:
     values: Mapping[str, float]  # the run's metrics, then the report's values (p_bonferroni, ...)
     params: Mapping[str, str] = field(default_factory=dict)
     error: str | None = None  # the recorded error of a FAILED run
+    judge: str | None = None  # the judge of an answering cell (its ``medexp.judge`` tag)
+
+    def verdict_counts(self) -> dict[str, float]:
+        """``n_<verdict>`` -> count, from the judge stage's metrics (NaN where the cell judged nothing)."""
+        return {f"n_{verdict}": self.values.get(f"n_verdict.{verdict}", math.nan) for verdict in VERDICTS}
 
     def axis(self, name: str) -> str:
         return getattr(self, name)
@@ -89,7 +99,7 @@ class CellIndex:
                 "cell_key": cell.key, **{axis: cell.axis(axis) for axis in AXES}, "family": cell.family,
                 "status": cell.status, "run_id": cell.run_id,
                 **{name: values.get(name, math.nan) for name in ("p_value", *REPORT_VALUES, "flag")},
-                "error": cell.error,
+                "judge": cell.judge, **cell.verdict_counts(), "error": cell.error,
             })
         return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
 
@@ -103,7 +113,7 @@ def _cell_run(run, extra: Mapping[str, float]) -> CellRun | None:
     return CellRun(
         key=tags["medexp.cell_key"], **axes, family=tags.get("medexp.family"), run_id=run.run_id, status=run.status,
         start_time=run.start_time, values={**run.metrics, **extra}, params=dict(run.params),
-        error=tags.get("medexp.error"),
+        error=tags.get("medexp.error"), judge=tags.get("medexp.judge"),
     )
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from medexp.report.artefacts import ALPHA_SWEEP_VALUES
-from medexp.report.cells import CellIndex
+from medexp.report.cells import CellIndex, CellRun
 from medexp.report.document import Block, Bullets, Code, Heading, Image, Link, Paragraph, Status, Strong, Table
 from medexp.report.dose_response import dose_curves, dose_labels
 from medexp.report.claims import NOT_RUN, UNDERPOWERED
@@ -262,13 +262,23 @@ def _cells_blocks(index: CellIndex, table_files: Sequence[str]) -> list[Block]:
         values = cell.values
         rows.append([[Code(cell.key)], [cell.family or ""], [cell.status], [Code(cell.run_id)],
                      *([_number(values.get(name, math.nan))] for name in ("p_value", "p_bonferroni", "q_bh")),
-                     [_number(values.get("family_size", math.nan), digits=0)]])
+                     [_number(values.get("family_size", math.nan), digits=0)], [_verdicts(cell)]])
     return [
         Heading(2, "Cells"),
         Paragraph([("The latest finished run of each cell key (and the latest run of cells that never "
                     "finished); also in "), *_joined([Link(name, name) for name in table_files]), "."]),
-        Table(["cell", "family", "status", "run", "p_value", "p_bonferroni", "q_bh", "family_size"], rows),
+        Table(["cell", "family", "status", "run", "p_value", "p_bonferroni", "q_bh", "family_size",
+               "verdicts (correct / wrong / no answer / error)"], rows),
     ]
+
+
+def _verdicts(cell: CellRun) -> str:
+    """E.g. "judge=read: 310 / 90 / 45 / 6"; empty for a cell that judged no replies."""
+    counts = cell.verdict_counts()
+    if all(math.isnan(count) for count in counts.values()):
+        return ""
+    numbers = " / ".join(_number(count, digits=0) or "?" for count in counts.values())
+    return f"{cell.judge.split()[0]}: {numbers}" if cell.judge else numbers
 
 
 def _number(value: float, digits: int = 4) -> str:

@@ -118,3 +118,21 @@ def test_claims_not_run_are_listed_apart_and_gap_cells_show_their_flagged_and_un
             "0.2688 \\[0.0417, 0.498\\] | 0.0169 | 0.2407 \\[0.0024, 0.4899\\], p 0.0721 | d 0.82 (~0.408); "
             "underpowered |") in gaps
     assert "| `served` | demo | `overlap_gap_answers` | none | accuracy | 0.9 (10, 10) | 0.25 (30, 30) |" in gaps
+
+
+def test_cells_table_shows_each_answering_cell_judge_and_verdict_counts():
+    verdicts = {"n_verdict.correct": 310.0, "n_verdict.wrong": 90.0, "n_verdict.no_answer": 45.0,
+                "n_verdict.error": 6.0, "n_verdict.original.correct": 155.0}
+    answering = tracked("served", "vqa_rad", "option_order", "none", {"p_value": 0.02, **verdicts})
+    answering.tags["medexp.judge"] = "read 0123456789abcdef"
+    index = CellIndex.from_runs([answering, tracked("qwen", "slake", "exch", "none", {"p_value": 0.5})])
+    context = ReportContext("medexp", "sqlite:///x", "r1", "now")
+    markdown = to_markdown(report_blocks([], index, [], context, {}, ["cells.csv"]))
+    rows = {line.split(" | ")[0]: line for line in markdown.splitlines() if line.startswith("| `model=")}
+    assert rows["| `model=served,bench=vqa_rad,detector=option_order,control=none`"].endswith(
+        "| read: 310 / 90 / 45 / 6 |")
+    assert rows["| `model=qwen,bench=slake,detector=exch,control=none`"].endswith("|  |")
+    frame = index.frame().set_index("cell_key")
+    served = frame.loc["model=served,bench=vqa_rad,detector=option_order,control=none"]
+    assert served["judge"] == "read 0123456789abcdef"
+    assert (served["n_correct"], served["n_wrong"], served["n_no_answer"], served["n_error"]) == (310, 90, 45, 6)
