@@ -22,8 +22,9 @@ from medexp.stats import PERMUTATION_ENGINE
 log = logging.getLogger("medexp")
 
 _KEPT_RECORD = "result.json"  # a kept result's metrics, warnings and kernel tags, beside its files/
-# Config sections that do not change a cell's result; left out of its fingerprint.
-_RUN_NEUTRAL_KEYS = ("force", "paths", "tracking", "split")
+# Config sections that do not change a cell's result; left out of its fingerprint. The judge changes
+# only an answering cell's result, and there its settings are part of the inputs hash (runner.inputs).
+_RUN_NEUTRAL_KEYS = ("force", "paths", "tracking", "split", "judge")
 
 
 @dataclass(frozen=True)
