@@ -172,6 +172,10 @@ def test_an_open_reply_is_correct_when_it_states_the_golds_words(question, gold,
     ("The nodule is 5 or 6 mm.", "names several numbers"),
     ("I'm sorry, I can't determine that from the image.", "refusal"),
     ("Jan 3, 2020", "a date"),
+    # timestamps as LLaVA-Med's 1-epoch checkpoint printed them on VQA-RAD's open questions
+    ("2017-01-16 11:20:23 UTC", "a date"),
+    ("2020-02-22 18:36:57 UTC+1", "a date"),
+    ("Nope!", "answers yes or no to an open question"),
     ("What is the finding?", "repeats its prompt"),
 ])
 def test_an_open_reply_committing_to_nothing_is_a_no_answer(reply, why):

@@ -20,7 +20,8 @@ Then, by the kind of question:
   alternative the reply names and does not negate ("It is an MRI, not a CT." -> mri).
 - **Open**: correct when every content word of the gold (numbers with their units) stands in the
   reply as a whole term, not negated, and the reply names no rival from the gold's contrast set
-  ("left and right" for gold "left" is both); never a substring ("no" is not in "normal").
+  ("left and right" for gold "left" is both); never a substring ("no" is not in "normal"); a bare
+  yes or no answers another question.
 
 A reply that commits to nothing is a no-answer, with why: a refusal, both answers, a hedge, a
 question back, noise (a date, a file size, a copyright line, a link), or another question answered.
@@ -267,6 +268,8 @@ def read_open(probe, text: str) -> Reading:
     if not all(stated):
         if not reply or refusal(text) or noise(text, numeric) or asks_back(text):
             return _uncommitted(text, numeric)
+        if all(word in _ANSWER_WORDS for word in reply):  # "Nope!" to "Where is the mass?"
+            return no_answer("answers yes or no to an open question")
         return judged(committed, False, "the gold's words are not all stated")
     for word in gold:
         rivals = {other for group in CONTRASTS if word in group for other in group - {word}

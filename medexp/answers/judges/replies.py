@@ -110,7 +110,8 @@ _NOISE = (
     (re.compile(r"^\W*\d+(?:\.\d+)?\s*(?:[kmgt]i?b|bytes?)\W*$", re.IGNORECASE), "a file size"),
     (re.compile(r"^\W*(?:\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
                 r"\s+\d{1,2},?\s+\d{4}|\d{1,2}\s+(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+"
-                r"\d{4})(?:[ t]\d{1,2}:\d{2}(?::\d{2})?)?\W*$", re.IGNORECASE), "a date"),
+                r"\d{4})(?:[ t]\d{1,2}:\d{2}(?::\d{2})?)?(?:\s*(?:utc|gmt|z)?\s*(?:[+-]\d{1,2}(?::?\d{2})?)?)?\W*$",
+                re.IGNORECASE), "a date"),
 )
 
 
