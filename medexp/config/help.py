@@ -1,15 +1,16 @@
 """``@hydra_main``: Hydra's ``@hydra.main`` for medexp's entry points, with ``--help`` printed in
 a fraction of Hydra's time.
 
-Hydra's application help lists every config group with its options, asking its config loader
-once per group and twice more per group while walking the tree; each ask builds a fresh
+Hydra's application help lists every config group with its options: it walks the group tree
+twice (once for Hydra's groups, once for the application's), asking its config loader for each
+group's options and subgroups, then once more per group listed. Each ask builds a fresh
 CachingConfigRepository, whose constructor deep-copies every config source (the structured
-source carries the whole ConfigStore, medexp's schemas included) and parses no overrides at all.
-For medexp's ~145 groups that is several hundred deep copies: 2.7 s on an Intel Xeon, 6.6 s on an
-AVX2 EPYC, against 0.4 s to compose and print the config. Those asks name no primary config and
-no overrides, so every fresh repository is a copy of the loader's own and answers the same: the
-help here asks the loader's repository itself and leaves everything else to Hydra's own
-``Hydra.app_help``, so the text (help template, group listing, composed config) is Hydra's.
+source carries the whole ConfigStore, medexp's schemas included): 153 asks for medexp's 28
+groups, and ``python -m medexp --help`` took 2.7 s on an Intel Xeon (6.6 s on an AVX2 EPYC)
+where ``--cfg job``, composing and printing the config, takes 0.44 s. Those asks name no primary config and no overrides, so every fresh repository is a copy
+of the loader's own and answers the same: the help here asks the loader's repository itself and
+leaves everything else to Hydra's own ``Hydra.app_help``, so the text (help template, group
+listing, composed config) is Hydra's.
 """
 
 from __future__ import annotations
