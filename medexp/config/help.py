@@ -15,6 +15,7 @@ listing, composed config) is Hydra's.
 
 from __future__ import annotations
 
+import argparse
 import functools
 import sys
 from typing import Callable, List, Optional
@@ -52,7 +53,8 @@ def hydra_main(config_path: str, config_name: str) -> Callable[[TaskFunction], C
     """``@hydra.main(version_base="1.3", ...)``, answering ``--help``/``-h`` with
     :func:`print_app_help`; every other command line (``--hydra-help``, ``--cfg``, a run, a
     sweep) goes to Hydra unchanged, as does ``--help`` beside ``--config-dir``, ``--config-path``
-    or ``--config-name`` (a search path or primary config of the user's choosing)."""
+    or ``--config-name`` (a search path or primary config of the user's choosing) or
+    ``--experimental-rerun``."""
 
     def decorate(task: TaskFunction) -> Callable[[], None]:
         hydra_entry = hydra.main(version_base="1.3", config_path=config_path, config_name=config_name)(task)
@@ -61,7 +63,7 @@ def hydra_main(config_path: str, config_name: str) -> Callable[[TaskFunction], C
         def entry() -> None:
             args_parser = get_args_parser()
             args = args_parser.parse_args()
-            if args.help and args.config_dir is None and args.config_path is None and args.config_name is None:
+            if _answers_here(args):
                 print_app_help(task, config_path, config_name, args_parser, args)
                 sys.exit(0)
             hydra_entry()
@@ -71,7 +73,15 @@ def hydra_main(config_path: str, config_name: str) -> Callable[[TaskFunction], C
     return decorate
 
 
-def print_app_help(task: TaskFunction, config_path: str, config_name: str, args_parser, args) -> None:
+def _answers_here(args: argparse.Namespace) -> bool:
+    """Whether the command line asks for the application help with the entry's own search path and
+    primary config (Hydra reruns a job given ``--experimental-rerun`` whatever else it is given)."""
+    return args.help and args.experimental_rerun is None and all(
+        value is None for value in (args.config_dir, args.config_path, args.config_name))
+
+
+def print_app_help(task: TaskFunction, config_path: str, config_name: str, args_parser: argparse.ArgumentParser,
+                   args: argparse.Namespace) -> None:
     """Print what Hydra's ``--help`` prints for ``task``, set up as ``@hydra.main`` sets it up
     (the task's name, the search path from ``config_path``), through :class:`ListingConfigLoader`."""
     calling_file, calling_module = detect_calling_file_or_module_from_task_function(task)
