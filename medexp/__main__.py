@@ -2,13 +2,13 @@
 
 import sys
 
-import hydra
 from omegaconf import DictConfig
 
 from medexp.config import conf_dir
+from medexp.config.help import hydra_main
 
 
-@hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")
+@hydra_main(config_path=str(conf_dir()), config_name="config")
 def main(cfg: DictConfig) -> None:
     from medexp.runner.entry import run_from_hydra
 

@@ -156,17 +156,41 @@ def sweep_and_cells(uri: str):
     return parent, [run for run in runs if "medexp.cell_key" in run.data.tags]
 
 
-def run_medexp(*overrides: str, timeout: int = 900, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """``python -m medexp`` in a subprocess, exactly as a user runs it (with ``extra_env`` set)."""
+def run_medexp(*overrides: str, timeout: int = 900, extra_env: dict[str, str] | None = None,
+               module: str = "medexp") -> subprocess.CompletedProcess:
+    """``python -m medexp`` (or another entry ``module``) in a subprocess, exactly as a user runs it
+    (with ``extra_env`` set)."""
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"} | (extra_env or {})
     return subprocess.run(
-        [sys.executable, "-m", "medexp", *overrides],
+        [sys.executable, "-m", module, *overrides],
         cwd=REPO,
         env=env,
         capture_output=True,
         text=True,
         timeout=timeout,
     )
+
+
+# An entry module's task under Hydra's own decorator, as the entry declared it before
+# medexp.config.help: argv is <module> <config dir> <config name> <arguments...>.
+_HYDRAS_OWN_MAIN = """
+import importlib, sys
+import hydra
+module, config_path, config_name, *arguments = sys.argv[1:]
+task = importlib.import_module(module + ".__main__").main.__wrapped__
+sys.argv[1:] = arguments
+hydra.main(version_base="1.3", config_path=config_path, config_name=config_name)(task)()
+"""
+
+
+def run_under_hydras_own_main(module: str, config_path: str, config_name: str, *arguments: str,
+                              timeout: int = 300) -> subprocess.CompletedProcess:
+    """``python -m <module> <arguments>`` with the entry's task under ``@hydra.main(config_path,
+    config_name)`` instead of medexp's :func:`~medexp.config.help.hydra_main`: Hydra's own answer,
+    to compare with medexp's."""
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    return subprocess.run([sys.executable, "-c", _HYDRAS_OWN_MAIN, module, config_path, config_name, *arguments],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def cell_runs(result: subprocess.CompletedProcess, uri: str) -> dict[tuple[str, str], object]:
