@@ -25,8 +25,15 @@ def conf_dir() -> Path:
 def register_resolvers() -> None:
     from omegaconf import OmegaConf
 
+    from medexp.config.schemas.overlap import flag_source_key, flag_source_name
+
     if not OmegaConf.has_resolver("medexp.root"):
         OmegaConf.register_new_resolver("medexp.root", lambda: str(project_root()))
+    # a flag source's name and its part of the cell key, derived from its fields (conf/flags/)
+    if not OmegaConf.has_resolver("medexp.flag_source"):
+        OmegaConf.register_new_resolver("medexp.flag_source", flag_source_name)
+    if not OmegaConf.has_resolver("medexp.flag_key"):
+        OmegaConf.register_new_resolver("medexp.flag_key", flag_source_key)
 
 
 def quiet_launcher_schema_warning() -> None:

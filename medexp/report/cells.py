@@ -1,8 +1,13 @@
 """The tracked cells a report rests on, with their multiple-testing corrections.
 
-Per cell key the latest FINISHED run counts; a key with no finished run is kept aside with its
-latest attempt (FAILED with its error, or still RUNNING) so a claim can say why it lacks
-evidence. Per ``medexp.family`` tag, the finished cells that have a p-value form one test
+A cell is its key and its settings (tag ``medexp.settings``, :mod:`medexp.runner.settings`: the
+config beyond the key's four names that can change its result). Per key and settings the latest
+FINISHED run counts, so a rerun replaces its earlier run while a run of the same key with other
+settings stands beside it: the report shows such variants of one key side by side, each with the
+params that differ between them (``differs``). A run tracked before settings were tagged counts
+as an earlier run of its key's settings: it is left out once a run of the key carries the tag.
+A key and settings with no finished run are kept aside with their latest attempt (FAILED with its
+error, or still RUNNING) so a claim can say why it lacks evidence. Per ``medexp.family`` tag, the finished cells that have a p-value form one test
 family: the report adds ``p_bonferroni``, ``q_bh`` (Benjamini-Hochberg) and ``family_size`` to
 their values, computed with :func:`medexp.stats.adjust_pvalues`.
 """
@@ -14,6 +19,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
+from medexp.config.schemas import RUN_NEUTRAL_KEYS
 from medexp.report.claims import AXES, name_matches
 
 log = logging.getLogger("medexp")
@@ -23,8 +29,8 @@ REPORT_VALUES = ("p_bonferroni", "q_bh", "family_size")
 # sees beside each p-value how many replies were right, wrong, no answer, or failed calls.
 VERDICTS = ("correct", "wrong", "no_answer", "error")
 VERDICT_COLUMNS = tuple(f"n_{verdict}" for verdict in VERDICTS)
-TABLE_COLUMNS = ("cell_key", *AXES, "family", "status", "run_id", "p_value", *REPORT_VALUES, "flag", "judge",
-                 *VERDICT_COLUMNS, "error")
+TABLE_COLUMNS = ("cell_key", *AXES, "settings", "differs", "family", "status", "run_id", "p_value", *REPORT_VALUES,
+                 "flag", "judge", *VERDICT_COLUMNS, "error")
 
 
 @dataclass(frozen=True)
@@ -44,10 +50,23 @@ class CellRun:
     params: Mapping[str, str] = field(default_factory=dict)
     error: str | None = None  # the recorded error of a FAILED run
     judge: str | None = None  # the judge of an answering cell (its ``medexp.judge`` tag)
+    settings: str | None = None  # the digest of its settings (tag medexp.settings); None before runs carried it
+    # where other finished runs of its key have other settings: the params whose values differ
+    # between them, with this run's values ("" for a param it lacks); empty for a key run one way
+    differs: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def identity(self) -> tuple[str, str | None]:
+        """Key and settings: runs with one identity computed the same thing, the latest stands for them."""
+        return self.key, self.settings
 
     def verdict_counts(self) -> dict[str, float]:
         """``n_<verdict>`` -> count, from the judge stage's metrics (NaN where the cell judged nothing)."""
         return {f"n_{verdict}": self.values.get(f"n_verdict.{verdict}", math.nan) for verdict in VERDICTS}
+
+    def describe_differences(self) -> str:
+        """E.g. "detector.n_permutations=1000, seed=3"; "" for a key run one way."""
+        return ", ".join(f"{name}={value}" for name, value in sorted(self.differs.items()))
 
     def axis(self, name: str) -> str:
         return getattr(self, name)
@@ -59,26 +78,27 @@ class CellRun:
 
 @dataclass(frozen=True)
 class CellIndex:
-    finished: tuple[CellRun, ...]  # the latest FINISHED run of each cell key, sorted by key
-    unfinished: tuple[CellRun, ...]  # the latest run of each key that never finished
+    finished: tuple[CellRun, ...]  # the latest FINISHED run of each cell key and settings, sorted by key
+    unfinished: tuple[CellRun, ...]  # the latest run of each key and settings that never finished
 
     @classmethod
     def from_runs(cls, runs: Iterable, extra_values: Mapping[str, Mapping[str, float]] | None = None) -> "CellIndex":
         """Index :class:`~medexp.tracking.TrackedRun` objects; ``extra_values`` (run id -> names)
         adds values read from artefacts to a run's metrics."""
         extra_values = extra_values or {}
-        latest_finished: dict[str, CellRun] = {}
-        latest_any: dict[str, CellRun] = {}
-        for run in runs:
-            cell = _cell_run(run, extra_values.get(run.run_id, {}))
-            if cell is None:
-                continue
+        cells = [cell for cell in (_cell_run(run, extra_values.get(run.run_id, {})) for run in runs) if cell is not None]
+        with_settings = {cell.key for cell in cells if cell.settings is not None}
+        latest_finished: dict[tuple[str, str | None], CellRun] = {}
+        latest_any: dict[tuple[str, str | None], CellRun] = {}
+        for cell in cells:
+            if cell.settings is None and cell.key in with_settings:
+                continue  # tracked before settings were tagged: an earlier run of the key
             _keep_latest(latest_any, cell)
             if cell.status == "FINISHED":
                 _keep_latest(latest_finished, cell)
-        unfinished = [cell for key, cell in latest_any.items() if key not in latest_finished]
-        finished = _with_family_corrections(latest_finished.values())
-        return cls(tuple(sorted(finished, key=lambda c: c.key)), tuple(sorted(unfinished, key=lambda c: c.key)))
+        unfinished = [cell for identity, cell in latest_any.items() if identity not in latest_finished]
+        finished = _with_family_corrections(_with_differences(latest_finished.values()))
+        return cls(tuple(sorted(finished, key=_order)), tuple(sorted(unfinished, key=_order)))
 
     def select(self, names: Mapping[str, str]) -> list[CellRun]:
         """Finished cells whose axes match ``names`` (config names or glob patterns; axes not named
@@ -89,14 +109,16 @@ class CellIndex:
         return [cell for cell in self.unfinished if cell.matches(names)]
 
     def frame(self):
-        """The cells table: one row per cell key (finished first), raw and corrected p-values."""
+        """The cells table: one row per cell key and settings (finished first), raw and corrected
+        p-values; variants of one key in adjacent rows, ``differs`` naming what sets them apart."""
         import pandas as pd
 
         rows = []
         for cell in (*self.finished, *self.unfinished):
             values = cell.values
             rows.append({
-                "cell_key": cell.key, **{axis: cell.axis(axis) for axis in AXES}, "family": cell.family,
+                "cell_key": cell.key, **{axis: cell.axis(axis) for axis in AXES}, "settings": cell.settings,
+                "differs": cell.describe_differences(), "family": cell.family,
                 "status": cell.status, "run_id": cell.run_id,
                 **{name: values.get(name, math.nan) for name in ("p_value", *REPORT_VALUES, "flag")},
                 "judge": cell.judge, **cell.verdict_counts(), "error": cell.error,
@@ -113,13 +135,36 @@ def _cell_run(run, extra: Mapping[str, float]) -> CellRun | None:
     return CellRun(
         key=tags["medexp.cell_key"], **axes, family=tags.get("medexp.family"), run_id=run.run_id, status=run.status,
         start_time=run.start_time, values={**run.metrics, **extra}, params=dict(run.params),
-        error=tags.get("medexp.error"), judge=tags.get("medexp.judge"),
+        error=tags.get("medexp.error"), judge=tags.get("medexp.judge"), settings=tags.get("medexp.settings"),
     )
 
 
-def _keep_latest(latest: dict[str, CellRun], cell: CellRun) -> None:
-    if cell.key not in latest or cell.start_time > latest[cell.key].start_time:
-        latest[cell.key] = cell
+def _keep_latest(latest: dict[tuple[str, str | None], CellRun], cell: CellRun) -> None:
+    if cell.identity not in latest or cell.start_time > latest[cell.identity].start_time:
+        latest[cell.identity] = cell
+
+
+def _order(cell: CellRun) -> tuple[str, int]:
+    """By key, then the variants of a key oldest first: they sit side by side in every table."""
+    return cell.key, cell.start_time
+
+
+def _with_differences(cells: Iterable[CellRun]) -> list[CellRun]:
+    """Each finished cell, with ``differs`` set where its key has finished runs of other settings:
+    the params (the resolved config, flattened) whose values are not the same in all of them,
+    leaving out the sections that change no result (paths, tracking, ...)."""
+    cells = list(cells)
+    variants: dict[str, list[CellRun]] = {}
+    for cell in cells:
+        variants.setdefault(cell.key, []).append(cell)
+    out = []
+    for cell in cells:
+        others = variants[cell.key]
+        names = {name for other in others for name in other.params
+                 if name.split(".", 1)[0] not in RUN_NEUTRAL_KEYS}
+        differing = sorted(name for name in names if len({other.params.get(name, "") for other in others}) > 1)
+        out.append(replace(cell, differs={name: cell.params.get(name, "") for name in differing}) if differing else cell)
+    return out
 
 
 def _with_family_corrections(cells: Iterable[CellRun]) -> list[CellRun]:

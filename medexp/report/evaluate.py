@@ -2,7 +2,8 @@
 
 An evidence item selects cells (each combination of the names and glob patterns it lists is an
 expected cell group; an axis given as "*" or as a pattern matches many names but its group needs
-at least one run) and checks its condition on each selected cell, combined by its quantifier
+at least one run) and checks its condition on each selected cell (each settings of a key run more
+than one way is a cell of its own, :mod:`medexp.report.cells`), combined by its quantifier
 (:mod:`medexp.report.quantifiers`: all, any, sign_test, at least / at most K cells or a share F
 of them). The item has no evidence when a group has no finished run, when a selected cell lacks
 a value the condition reads (or holds NaN), or when the item states ``expect`` and the number of
@@ -151,7 +152,7 @@ def confounded(values) -> str | None:
 def evaluate_evidence(evidence: Evidence, index: CellIndex, effect: float | None = None) -> EvidenceResult:
     missing: list[MissingCell] = []
     condition = evidence.condition
-    seen: set[str] = set()  # overlapping patterns select a cell once
+    seen: set[tuple[str, str | None]] = set()  # overlapping patterns select a cell (key and settings) once
     usable: list[tuple[CellRun, dict[str, float]]] = []
     ran = False
     for names in evidence.selection.combinations():
@@ -163,9 +164,9 @@ def evaluate_evidence(evidence: Evidence, index: CellIndex, effect: float | None
             continue
         ran = True
         for cell in cells:
-            if cell.key in seen:
+            if cell.identity in seen:
                 continue
-            seen.add(cell.key)
+            seen.add(cell.identity)
             values = {name: cell.values.get(name, math.nan) for name in sorted(condition.names)}
             absent = [name for name, value in values.items() if not math.isfinite(value)]
             if absent:
@@ -207,7 +208,7 @@ def evaluate_evidence(evidence: Evidence, index: CellIndex, effect: float | None
 def _unexpected_count(evidence: Evidence, index: CellIndex, found: int, named: set[str]) -> MissingCell:
     """The selection's shortfall (or excess) against ``expect``, with the runs of selected cells that
     never finished (those not ``named`` already by a missing group)."""
-    unfinished = {attempt.key: attempt for names in evidence.selection.combinations()
+    unfinished = {attempt.identity: attempt for names in evidence.selection.combinations()
                   for attempt in index.unfinished_matching(names)}
     attempts = tuple(attempt for attempt in unfinished.values() if attempt.run_id not in named)
     if found < evidence.expect:

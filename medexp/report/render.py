@@ -260,15 +260,19 @@ def _cells_blocks(index: CellIndex, table_files: Sequence[str]) -> list[Block]:
     rows = []
     for cell in (*index.finished, *index.unfinished):
         values = cell.values
-        rows.append([[Code(cell.key)], [cell.family or ""], [cell.status], [Code(cell.run_id)],
+        rows.append([[Code(cell.key)], [Code(cell.settings) if cell.settings else ""], [cell.describe_differences()],
+                     [cell.family or ""], [cell.status], [Code(cell.run_id)],
                      *([_number(values.get(name, math.nan))] for name in ("p_value", "p_bonferroni", "q_bh")),
                      [_number(values.get("family_size", math.nan), digits=0)], [_verdicts(cell)]])
     return [
         Heading(2, "Cells"),
-        Paragraph([("The latest finished run of each cell key (and the latest run of cells that never "
-                    "finished); also in "), *_joined([Link(name, name) for name in table_files]), "."]),
-        Table(["cell", "family", "status", "run", "p_value", "p_bonferroni", "q_bh", "family_size",
-               "verdicts (correct / wrong / no answer / error)"], rows),
+        Paragraph([("The latest finished run of each cell key and settings (and the latest run of those that "
+                    "never finished). A key run with other settings (the config beyond its four names that can "
+                    "change its result, digest in the settings column) has a row per settings, side by side, "
+                    "naming the values that differ; also in "), *_joined([Link(name, name) for name in table_files]),
+                   "."]),
+        Table(["cell", "settings", "differs", "family", "status", "run", "p_value", "p_bonferroni", "q_bh",
+               "family_size", "verdicts (correct / wrong / no answer / error)"], rows),
     ]
 
 

@@ -16,15 +16,13 @@ from medexp.kernel.hashing import stable_hash
 from medexp.kernel.portable import kernel_settings
 from medexp.runner.evaluate import check_cell, evaluate
 from medexp.runner.inputs import load_inputs
+from medexp.runner.settings import cell_settings, settings_digest
 from medexp.runner.signals import signal_name, signals_raise
 from medexp.stats import PERMUTATION_ENGINE
 
 log = logging.getLogger("medexp")
 
 _KEPT_RECORD = "result.json"  # a kept result's metrics, warnings and kernel tags, beside its files/
-# Config sections that do not change a cell's result; left out of its fingerprint. The judge changes
-# only an answering cell's result, and there its settings are part of the inputs hash (runner.inputs).
-_RUN_NEUTRAL_KEYS = ("force", "paths", "tracking", "split", "judge")
 
 
 @dataclass(frozen=True)
@@ -81,10 +79,8 @@ def run_cell(cfg: DictConfig, parent_run_id: str | None = None, tracker=None) ->
     resolved = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     # Same key but other settings (seed, permutations, ...), another medexp version or other
     # permutation draws is another computation.
-    fingerprint = stable_hash({
-        "medexp": _version(), "permutation_engine": PERMUTATION_ENGINE,
-        **{k: v for k, v in resolved.items() if k not in _RUN_NEUTRAL_KEYS},
-    })
+    settings = cell_settings(cfg)
+    fingerprint = stable_hash({"medexp": _version(), "permutation_engine": PERMUTATION_ENGINE, **settings})
     with signals_raise(), _cell_lock(cfg, cell, fingerprint):
         inputs, load_error = None, None
         try:
@@ -106,6 +102,7 @@ def run_cell(cfg: DictConfig, parent_run_id: str | None = None, tracker=None) ->
             "medexp.version": _version(),
             "medexp.seed": str(cell.seed(cfg.seed)),
             "medexp.config_hash": fingerprint,
+            "medexp.settings": settings_digest(settings),
             **({"medexp.bench_hash": inputs.bench_hash, "medexp.inputs_hash": inputs.inputs_hash} if inputs else {}),
             **({"medexp.judge": inputs.judge} if inputs is not None and inputs.judge else {}),
         }

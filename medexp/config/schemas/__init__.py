@@ -119,6 +119,7 @@ from medexp.config.schemas.report import (  # noqa: F401
     ReportPathsConfig,
 )
 from medexp.config.schemas.root import (  # noqa: F401
+    RUN_NEUTRAL_KEYS,
     Config,
     PathsConfig,
     TrackingConfig,

@@ -14,6 +14,7 @@ from omegaconf import MISSING
 from medexp.config.ranges import at_least, positive, probability
 from medexp.config.schemas.answers import AnswerConfig
 from medexp.config.schemas.detector import FREE_TEXT_FIELDS, QUESTION_FIELDS, DetectorBase
+from medexp.kernel.hashing import stable_hash
 
 
 class FlagSourceKind(str, Enum):
@@ -25,18 +26,56 @@ class FlagSourceKind(str, Enum):
 # The fields each kind reads; the others stay unset (a field set for another kind is a mistake).
 _KIND_FIELDS = {FlagSourceKind.column: ("column",), FlagSourceKind.split_overlap: ("splits",),
                 FlagSourceKind.image_nn: ("image_nn",)}
-_SUFFIX = re.compile(r"(-[A-Za-z0-9_.\-]+)?")
+# What a field may hold when it joins the cell key (no = or , of a key; + joins split names).
+_KEY_WORD = re.compile(r"[A-Za-z0-9_.\-]+")
+# The record's own flag column of the controlled audit: a cell reading it from its own record keeps
+# the detector's historical key (detector=overlap_gap), so its tracked runs still count.
+HISTORICAL_COLUMN = "flagged"
+
+
+def flag_source_name(kind: str, *fields) -> str:
+    """A flag source's name, derived from the fields its kind reads (conf/flags/*.yaml call it as
+    the resolver ``medexp.flag_source``): ``split_<splits joined by +>`` (sorted: their union is
+    what flags), ``record_<column>`` for the cell's own record or ``record_<column>_of_<record>``
+    for another; image_nn sources are named by their image_nn config (its backbone and corpus)."""
+    kind = FlagSourceKind(kind)
+    if kind is FlagSourceKind.split_overlap:
+        (splits,) = fields
+        return "split_" + "+".join(sorted(str(split) for split in splits or ()))
+    if kind is FlagSourceKind.column:
+        column, record = fields
+        return f"record_{column}" + ("" if record is None else f"_of_{_record_word(str(record))}")
+    (image_nn_name,) = fields
+    return str(image_nn_name)
+
+
+def flag_source_key(node) -> str:
+    """What a flag source adds to its consumer's detector name, hence to the cell key (the resolver
+    ``medexp.flag_key``): "-" and its name derived from its fields, so two flag configurations are
+    two cells; nothing for the record's own flag column (the historical key)."""
+    kind = FlagSourceKind(node.kind)
+    if kind is FlagSourceKind.column and node.model is None and node.column == HISTORICAL_COLUMN:
+        return ""
+    fields = {FlagSourceKind.split_overlap: lambda: (node.splits,),
+              FlagSourceKind.column: lambda: (node.column, node.model),
+              FlagSourceKind.image_nn: lambda: (node.image_nn.name,)}[kind]()
+    return "-" + flag_source_name(kind.value, *fields)
+
+
+def _record_word(entry: str) -> str:
+    """A record entry as a key word: its conf/model name, and for an entry with overrides
+    (``"scores scores.path=/data/b.json"``) a digest of them (a path has no place in a key)."""
+    name, *overrides = entry.split()
+    return name if not overrides else f"{name}_{stable_hash(overrides, length=8)}"
 
 
 @dataclass
 class FlagSourceConfig:
     """Where an overlap gap's flags come from (conf/flags/*.yaml, the detector's ``flags:``)."""
 
-    name: str = MISSING  # in messages and logs
-    # What the cell key's detector name carries after the detector's own (overlap_gap-split_train):
-    # "" for a record's own flag column (the historical key), "-<name>" for the others, so one model
-    # gets one cell per flag source. Letters, digits, _ . - only (no = or , of a cell key).
-    key_suffix: str = ""
+    # In messages and logs; the conf/flags files derive it from the fields below (flag_source_name),
+    # and the cell key takes its part from those fields, never from a name written down.
+    name: str = MISSING
     kind: FlagSourceKind = MISSING
     # column: the record's field holding each example's flag (true/false, 1/0), and the record
     # (a conf/model name of a record of scores) that holds it; null: the cell's own model.
@@ -53,9 +92,6 @@ class FlagSourceConfig:
     @staticmethod
     def check_values(node, path: str) -> str | None:
         kind = FlagSourceKind(node.kind)
-        if not _SUFFIX.fullmatch(str(node.key_suffix)):
-            return (f"{path}.key_suffix={node.key_suffix!r}: empty or '-' then letters, digits, _ . - (it joins the "
-                    "cell key's detector name)")
         wanted = _KIND_FIELDS[kind]
         missing = [name for name in wanted if node.get(name) in (None, [])]
         if missing:
@@ -69,6 +105,12 @@ class FlagSourceConfig:
             return f"{path}.model names the record holding a flag column: only kind column reads it"
         if kind is FlagSourceKind.split_overlap and len(set(node.splits)) != len(node.splits):
             return f"{path}.splits repeats a split: {list(node.splits)}"
+        keyed = {FlagSourceKind.split_overlap: [("splits", str(split)) for split in node.splits or ()],
+                 FlagSourceKind.column: [("column", str(node.column))], FlagSourceKind.image_nn: []}[kind]
+        unkeyable = [(name, word) for name, word in keyed if not _KEY_WORD.fullmatch(word)]
+        if unkeyable:
+            name, word = unkeyable[0]
+            return (f"{path}.{name}: {word!r} joins the cell key's detector name: letters, digits, _ . - only")
         return None
 
 

@@ -54,6 +54,11 @@ class SplitConfig:
         return None
 
 
+# Sections of Config that change no cell's result: recompute, where the runs go, where files live,
+# how the cell's work is split across jobs. Everything else is a cell's settings (medexp.runner.settings).
+RUN_NEUTRAL_KEYS = ("force", "paths", "tracking", "split")
+
+
 @dataclass
 class Config:
     seed: int = 0
