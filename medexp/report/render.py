@@ -118,7 +118,7 @@ def _gap_blocks(index: CellIndex) -> list[Block]:
     for cell in cells:
         values = cell.values
         rows.append([
-            [Code(cell.model)], [cell.bench], [Code(cell.detector)], [cell.control],
+            [Code(cell.model)], [cell.bench], [Code(cell.detector), *_variant_note(cell)], [cell.control],
             [cell.params.get("detector.score", "accuracy")],
             [_subset(values["mean_flagged"], values["n_flagged"], values["n_flagged_images"])],
             [_subset(values["mean_unflagged"], values["n_examples"] - values["n_flagged"],
@@ -140,6 +140,12 @@ def _gap_blocks(index: CellIndex) -> list[Block]:
         Table(["model", "bench", "detector", "control", "measure", "flagged: mean (questions, images)",
                "unflagged: mean (questions, images)", "gap [CI]", "p", "gap minus baseline's [CI]", "MDE"], rows),
     ]
+
+
+def _variant_note(cell) -> list:
+    """What sets a cell apart from the runs of its key with other settings ("" when it has none)."""
+    differences = cell.describe_differences()
+    return [f" ({differences})"] if differences else []
 
 
 def _subset(mean: float, questions: float, images: float) -> str:
@@ -169,7 +175,7 @@ def _evidence_blocks(item: EvidenceResult) -> list[Block]:
         blocks.append(Paragraph([f"Count: {_count_text(item)} ", Code(evidence.condition.text), "."]))
         names = sorted(evidence.condition.names)
         blocks.append(Table(["cell", "run", *names, "meets the rule"], [
-            [[Code(check.cell.key)], [Code(check.cell.run_id)], *([_number(check.values[name])] for name in names),
+            [[Code(check.cell.key), *_variant_note(check.cell)], [Code(check.cell.run_id)], *([_number(check.values[name])] for name in names),
              ["yes" if check.met else "no", *(f"; {note}" for note in (check.underpowered, check.confounded) if note)]]
             for check in item.checks
         ]))

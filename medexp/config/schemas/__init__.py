@@ -93,7 +93,7 @@ from medexp.config.schemas.mmdetect import (  # noqa: F401
     TextOnlyConfig,
 )
 from medexp.config.schemas.overlap import (  # noqa: F401
-    FlagSourceConfig, FlagSourceKind, OverlapGapAnswersConfig, OverlapGapConfig,
+    FLAG_SOURCE_FIELDS, FlagSourceConfig, FlagSourceKind, OverlapGapAnswersConfig, OverlapGapConfig,
 )
 from medexp.config.schemas.perturbation import PerturbationGapConfig  # noqa: F401
 from medexp.config.schemas.twin import PairBy, TwinConfig  # noqa: F401

@@ -23,9 +23,10 @@ class FlagSourceKind(str, Enum):
     image_nn = "image_nn"  # image_nn's flags (exact copies and near-duplicates) against a corpus
 
 
-# The fields each kind reads; the others stay unset (a field set for another kind is a mistake).
-_KIND_FIELDS = {FlagSourceKind.column: ("column",), FlagSourceKind.split_overlap: ("splits",),
-                FlagSourceKind.image_nn: ("image_nn",)}
+# The fields each kind reads, each of which changes its flags (and its name, hence the cell key); the
+# others stay unset (a field set for another kind is a mistake).
+FLAG_SOURCE_FIELDS = {FlagSourceKind.column: ("column",), FlagSourceKind.split_overlap: ("splits",),
+                      FlagSourceKind.image_nn: ("image_nn",)}
 # What a field may hold when it joins the cell key (no = or , of a key; + joins split names).
 _KEY_WORD = re.compile(r"[A-Za-z0-9_.\-]+")
 # The record's own flag column of the controlled audit: a cell reading it from its own record keeps
@@ -92,11 +93,11 @@ class FlagSourceConfig:
     @staticmethod
     def check_values(node, path: str) -> str | None:
         kind = FlagSourceKind(node.kind)
-        wanted = _KIND_FIELDS[kind]
+        wanted = FLAG_SOURCE_FIELDS[kind]
         missing = [name for name in wanted if node.get(name) in (None, [])]
         if missing:
             return f"{path}: flag source {node.name} (kind {kind.value}) needs {path}.{missing[0]}"
-        stray = [name for other, names in _KIND_FIELDS.items() if other is not kind for name in names
+        stray = [name for other, names in FLAG_SOURCE_FIELDS.items() if other is not kind for name in names
                  if node.get(name) not in (None, [])]
         if stray:
             return (f"{path}.{stray[0]} is read by another kind of flag source; flag source {node.name} is of kind "
