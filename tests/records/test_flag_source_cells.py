@@ -100,10 +100,10 @@ def test_the_records_own_flag_column_is_a_source_too(cell):
 
 @pytest.mark.parametrize("overrides, message", [
     (["flags@detector.flags=split_overlap", "detector.flags.splits=[test]"],
-     "flag source split_train: detector.flags.splits names test, the cell's own split"),
-    (["detector.flags.column=overlap"], "flag source record_flagged: column 'overlap' is not a field of model=model_a's "
+     "flag source split_test: detector.flags.splits names test, the cell's own split"),
+    (["detector.flags.column=overlap"], "flag source record_overlap: column 'overlap' is not a field of model=model_a's "
                                         "record"),
-    (["detector.flags.model=qwen2_5_vl"], "flag source record_flagged reads column 'flagged' of a record of scores, "
+    (["detector.flags.model=qwen2_5_vl"], "flag source record_flagged_of_qwen2_5_vl reads column 'flagged' of a record of scores, "
                                           "but model=qwen2_5_vl is not one"),
 ])
 def test_a_flag_source_that_cannot_be_read_stops_the_cells_inputs_naming_it(tmp_path, cell, overrides, message):
@@ -120,16 +120,17 @@ def test_a_flag_source_that_cannot_be_read_fails_the_cell_naming_it(cell):
     outcome = run_cell(cell("detector=overlap_gap", "flags@detector.flags=split_overlap",
                             "detector.flags.splits=[validate]"))
     assert outcome.status == "FAILED"
-    assert re.search("flag source split_train \\(detector.flags, kind split_overlap\\) could not be read: "
+    assert re.search("flag source split_validate \\(detector.flags, kind split_overlap\\) could not be read: "
                      ".*validate.json", outcome.error), outcome.error
 
 
 @pytest.mark.parametrize("overrides, message", [
     (["flags@detector.flags=split_overlap", "detector.flags.splits=null"],
-     "flag source split_train \\(kind split_overlap\\) needs detector.flags.splits"),
+     "flag source split_ \\(kind split_overlap\\) needs detector.flags.splits"),
     (["flags@detector.flags=split_overlap", "detector.flags.column=flagged"],
      "detector.flags.column is read by another kind of flag source; flag source split_train is of kind split_overlap"),
-    (["detector.flags.key_suffix=x"], "detector.flags.key_suffix='x': empty or '-' then letters"),
+    (["flags@detector.flags=split_overlap", "detector.flags.splits=[train,'a=b']"],
+     "detector.flags.splits: 'a=b' joins the cell key's detector name"),
     (["flags@detector.flags=split_overlap", "detector.flags.splits=[train,train]"],
      "detector.flags.splits repeats a split"),
 ])
@@ -165,3 +166,50 @@ def test_split_overlap_by_path_flags_only_the_file_another_split_uses(tmp_path):
     (flagged,) = flags.table.loc[flags.table["flagged"], "image"]
     assert flagged.endswith("images/train_7.png")
     assert (metrics["flags_n_images_flagged.train"], metrics["flags_n_images_flagged.valid"]) == (1, 0)
+
+
+def _report_cells(store: str, output_dir) -> "pd.DataFrame":
+    """Build the report over the store (no claims) and read back its cells table."""
+    import pandas as pd
+
+    from medexp.report.build import build_report
+
+    report = build_report(compose([f"tracking.uri={store}", f"output_dir={output_dir}", "figures=false"],
+                                  config_name="report"), [])
+    return pd.read_csv(report.output_dir / "cells.csv")
+
+
+def test_two_flag_configurations_are_two_cells_and_the_report_lists_both(tmp_path, slake_root, audit_file, cell):
+    """Two split_overlap cells naming other splits, two record_column cells naming other records: four
+    keys, four results, none replacing another in the report."""
+    from medexp.runner.cell_run import run_cell
+
+    (slake_root / "train.json").write_text(json.dumps(_train_rows([(1, "en")])))
+    (slake_root / "validate.json").write_text(json.dumps(_train_rows([(2, "en")])))
+    other = audit_document()
+    for record in other["records"]:  # another record: image 3 flagged instead of image 0
+        record["flagged"] = record["example_id"].rsplit("::", 1)[1] in {str(100 + 3 * PER_IMAGE + k) for k in range(PER_IMAGE)}
+    other_file = tmp_path / "other_record.json"
+    other_file.write_text(json.dumps(other))
+    quick = ["detector=overlap_gap", "detector.n_permutations=200", "detector.n_resamples=100"]
+    configurations = {
+        "split_train": [*quick, "flags@detector.flags=split_overlap", "detector.flags.splits=[train]"],
+        "split_both": [*quick, "flags@detector.flags=split_overlap", "detector.flags.splits=[validate,train]"],
+        "own_record": quick,
+        "other_record": [*quick, f"detector.flags.model='scores scores.path={other_file} scores.model=Model-A'"],
+    }
+    outcomes = {name: run_cell(cell(*overrides)) for name, overrides in configurations.items()}
+    assert all(outcome.status == "FINISHED" for outcome in outcomes.values()), {n: o.error for n, o in outcomes.items()}
+    keys = {name: outcome.cell_key for name, outcome in outcomes.items()}
+    assert len(set(keys.values())) == 4, keys
+    assert keys["split_both"] == "model=model_a,bench=slake,detector=overlap_gap-split_train+validate,control=none"
+    assert keys["other_record"].startswith("model=model_a,bench=slake,detector=overlap_gap-record_flagged_of_scores_")
+    flagged = {name: outcome.metrics["flags_n_images_flagged"] for name, outcome in outcomes.items()}
+    assert flagged == {"split_train": 1, "split_both": 2, "own_record": 1, "other_record": 1}
+    assert outcomes["split_both"].metrics["gap"] == pytest.approx(_hand_gap({1, 2}), abs=1e-12)
+    assert outcomes["other_record"].metrics["gap"] == pytest.approx(_hand_gap({3}), abs=1e-12)
+
+    cells = _report_cells(cell().tracking.uri, tmp_path / "report").set_index("run_id")
+    for name, outcome in outcomes.items():
+        assert cells.loc[outcome.run_id, "cell_key"] == keys[name]
+        assert cells.loc[outcome.run_id, "status"] == "FINISHED"

@@ -28,11 +28,15 @@ def cell_tags(model: str, bench: str, detector: str, control: str, family: str |
 
 def tracked(model: str, bench: str, detector: str, control: str, metrics: dict[str, float], *,
             status: str = "FINISHED", family: str | None = None, error: str | None = None,
-            params: dict[str, str] | None = None, start_time: int | None = None, run_id: str | None = None) -> TrackedRun:
-    """An in-memory TrackedRun of a cell; later calls get later start times unless one is given."""
+            params: dict[str, str] | None = None, start_time: int | None = None, run_id: str | None = None,
+            settings: str | None = None) -> TrackedRun:
+    """An in-memory TrackedRun of a cell; later calls get later start times unless one is given.
+    ``settings``: its tag medexp.settings (None: a run tracked before the tag existed)."""
     tags = cell_tags(model, bench, detector, control, family)
     if error is not None:
         tags["medexp.error"] = error
+    if settings is not None:
+        tags["medexp.settings"] = settings
     start = next(_clock) if start_time is None else start_time
     return TrackedRun(run_id or f"run{start}", status, dict(metrics), tags, dict(params or {}), start)
 
