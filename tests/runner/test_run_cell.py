@@ -28,7 +28,7 @@ def test_cell_key_and_seed_match_a_hand_computation():
 @pytest.fixture()
 def cfg_for(tmp_path, monkeypatch):
     """Configs of the default cell on a temporary store; its inputs are faked (no model is built)."""
-    inputs = SimpleNamespace(benchmark=None, corpus=None, bench_hash="b0", inputs_hash="i0")
+    inputs = SimpleNamespace(benchmark=None, corpus=None, bench_hash="b0", inputs_hash="i0", judge=None)
     monkeypatch.setattr(cell_run, "load_inputs", lambda cfg, cache_dir: inputs)
 
     def make(*overrides):

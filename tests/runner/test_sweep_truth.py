@@ -367,7 +367,7 @@ def test_a_result_the_store_refused_is_kept_and_a_rerun_logs_it_without_computin
     from medexp.detectors import DetectorResult
     from medexp.runner import cell_run
 
-    inputs = SimpleNamespace(benchmark=None, corpus=None, bench_hash="b0", inputs_hash="i0")
+    inputs = SimpleNamespace(benchmark=None, corpus=None, bench_hash="b0", inputs_hash="i0", judge=None)
     monkeypatch.setattr(cell_run, "load_inputs", lambda cfg, cache_dir: inputs)
     computed = []
 
