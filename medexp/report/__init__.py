@@ -1,7 +1,8 @@
 """The claims-to-evidence map, computed from tracked runs (``python -m medexp.report``).
 
 Claims (``conf/claims/<id>.yaml``) select cells by model, benchmark, detector and control and
-state a condition on their metrics; the report reads the latest finished run of every cell,
+state a condition on their metrics; the report reads the latest finished run of every cell
+key and settings (runs of one key with other settings side by side),
 corrects p-values over each ``medexp.family`` (Bonferroni, Benjamini-Hochberg), resolves every
 claim to its status word, "no evidence" or "not run" (none of its cells has a run), draws the
 audit's figures from the runs, writes Markdown, HTML and a LaTeX table, and logs all of it as a
