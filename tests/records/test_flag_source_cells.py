@@ -168,7 +168,7 @@ def test_split_overlap_by_path_flags_only_the_file_another_split_uses(tmp_path):
     assert (metrics["flags_n_images_flagged.train"], metrics["flags_n_images_flagged.valid"]) == (1, 0)
 
 
-def _report_cells(store: str, output_dir) -> "pd.DataFrame":
+def _report_cells(store: str, output_dir):
     """Build the report over the store (no claims) and read back its cells table."""
     import pandas as pd
 
