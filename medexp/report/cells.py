@@ -7,9 +7,10 @@ settings stands beside it: the report shows such variants of one key side by sid
 params that differ between them (``differs``). A run tracked before settings were tagged counts
 as an earlier run of its key's settings: it is left out once a run of the key carries the tag.
 A key and settings with no finished run are kept aside with their latest attempt (FAILED with its
-error, or still RUNNING) so a claim can say why it lacks evidence. Per ``medexp.family`` tag, the finished cells that have a p-value form one test
-family: the report adds ``p_bonferroni``, ``q_bh`` (Benjamini-Hochberg) and ``family_size`` to
-their values, computed with :func:`medexp.stats.adjust_pvalues`.
+error, or still RUNNING) so a claim can say why it lacks evidence. Per ``medexp.family`` tag, the
+finished cells that have a p-value form one test family (each settings of a key counts: each is a
+test that was run): the report adds ``p_bonferroni``, ``q_bh`` (Benjamini-Hochberg) and
+``family_size`` to their values, computed with :func:`medexp.stats.adjust_pvalues`.
 """
 
 from __future__ import annotations
