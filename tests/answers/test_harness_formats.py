@@ -137,7 +137,7 @@ def demo_export(demo_cache, tmp_path):
 
 def test_vlmevalkit_datasets_share_each_image_by_index_and_keep_text_rows_apart(demo_export):
     both = demo_export("vlmevalkit", "text_only")  # original (image) and text_only (no image) probes
-    manifest = read_manifest(both / "manifest.json")
+    manifest = read_manifest(both / "manifest-vlmevalkit.json")
     name = f"medexp_demo_text_only_{manifest.probe_set[:8]}"
     images = pd.read_csv(both / f"{name}.tsv", sep="\t", dtype=str)
     text = pd.read_csv(both / f"{name}_TEXT.tsv", sep="\t", dtype=str)
@@ -193,7 +193,7 @@ def test_replies_to_another_probe_set_are_refused_naming_both_hashes(demo_export
     export = demo_export("jsonl")
     replies = jsonl_replies(export)
     assert list(imported(demo_cache, replies, "jsonl")["correct"]) == [True] * 12
-    exported = read_manifest(export / "manifest.json").probe_set
+    exported = read_manifest(export / "manifest-jsonl.json").probe_set
     with pytest.raises(ProbeSetMismatch, match=f"answers probe set {exported}, and this cell's probe set is [0-9a-f]{{32}}"):
         imported(demo_cache, replies, "jsonl", "seed=1")  # the same probe ids, other shuffles
 
@@ -212,7 +212,7 @@ def test_a_batch_output_without_its_manifest_is_refused(demo_export, demo_cache,
     elsewhere.write_text("".join(batch_line(request["custom_id"], "A") + "\n" for request in requests))
     with pytest.raises(ValueError, match="names its probes by custom_id only.*set model.responses_manifest="):
         imported(demo_cache, elsewhere, "openai_batch")
-    table = imported(demo_cache, elsewhere, "openai_batch", f"model.responses_manifest={export / 'manifest.json'}")
+    table = imported(demo_cache, elsewhere, "openai_batch", f"model.responses_manifest={export / 'manifest-openai_batch.json'}")
     assert list(table["status"]) == ["ok"] * len(requests)
 
 
@@ -228,7 +228,7 @@ def test_a_partial_reply_file_gives_counts_and_no_verdict(demo_export, demo_cach
 
 def test_a_foreign_reply_file_is_refused_with_the_line(demo_export, demo_cache):
     replies = jsonl_replies(demo_export("jsonl", "text_only"))  # another detector's export, read for option_order
-    (replies.parent / "manifest.json").unlink()
+    (replies.parent / "manifest-jsonl.json").unlink()
     with pytest.raises(ValueError, match="replies.jsonl:1: probe_id 'demo::test::00000::original' is not|"
                                          "replies.jsonl:2: probe_id 'demo::test::00000::text_only' is not in this cell's"):
         imported(demo_cache, replies, "jsonl")
