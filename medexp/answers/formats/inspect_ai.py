@@ -27,7 +27,6 @@ their ``target`` checked against the probe's gold.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -93,9 +92,9 @@ def write(export: Export) -> list[Path]:
     if answer.seed is not None:
         config["seed"] = int(answer.seed)
     task_file = export.out / f"{export.name}.py"
-    text = TASK_FILE.format(probe_set=export.probe_set, folder=export.out.resolve(), task_file=task_file.name, data=data.name,
-                            system_prompt=answer.system_prompt, config=config, task_name=task_name(export.name),
-                            name=export.name)
+    text = TASK_FILE.format(probe_set=export.probe_set, folder=export.out.resolve(), task_file=task_file.name,
+                            data=data.name, system_prompt=answer.system_prompt, config=config,
+                            task_name=task_name(export.name), name=export.name)
     return [write_text(task_file, text), data, *image_files(export.out, images)]
 
 
@@ -123,7 +122,7 @@ def reply_files_or_none(reading: Reading, pattern: str) -> list[Path]:
 
 
 def _sample_rows(path: Path) -> Iterator[tuple[int, str, dict]]:
-    """Each sample of the eval log at ``path`` as a plain dict (Inspect's own reader)."""
+    """Each sample of the eval log at ``path`` as a plain dict of what the import reads (Inspect's own reader)."""
     try:
         from inspect_ai.log import read_eval_log
     except ImportError as error:
@@ -133,21 +132,23 @@ def _sample_rows(path: Path) -> Iterator[tuple[int, str, dict]]:
     except Exception as error:  # Inspect raises its own errors for a file that is not one of its logs
         raise ValueError(f"{path}: not an Inspect eval log ({type(error).__name__}: {error})") from error
     for number, sample in enumerate(log.samples or [], 1):
-        yield number, f"{path}: sample {number} (id {sample.id!r}, epoch {sample.epoch})", json.loads(
-            sample.model_dump_json(include={"id", "epoch", "target", "metadata", "output", "error"}))
+        output = sample.output
+        yield number, f"{path}: sample {number} (id {sample.id!r}, epoch {sample.epoch})", {
+            "id": sample.id, "target": sample.target, "metadata": dict(sample.metadata or {}),
+            "completion": output.completion if output is not None else None,
+            "stop_reason": output.stop_reason if output is not None and output.choices else None,
+            "error": sample.error.message if sample.error is not None else None}
 
 
 def _reply(row: dict) -> tuple[Any, str | None]:
     """A sample's reply (``output.completion``) and the error Inspect recorded instead."""
-    error = row.get("error")
-    if error:
-        return "", str(error.get("message") if isinstance(error, dict) else error)
-    return (row.get("output") or {}).get("completion"), None
+    if row["error"]:
+        return "", str(row["error"])
+    return row["completion"], None
 
 
 def _target(row: dict) -> Any:
-    target = row.get("target")
-    return target if isinstance(target, str) else None
+    return row["target"] if isinstance(row["target"], str) else None
 
 
 def _reply_record(row: dict) -> dict:
@@ -159,8 +160,7 @@ def _reply_record(row: dict) -> dict:
     reply, error = _reply(row)
     if error is not None:
         return reply_record(probe_id, "", probe_set, cause_of_message(error).value, f"Inspect: {error}")
-    choices = (row.get("output") or {}).get("choices") or [{}]
-    if choices[0].get("stop_reason") == "content_filter":
+    if row["stop_reason"] == "content_filter":
         return reply_record(probe_id, reply or "", probe_set, ErrorCause.refused.value,
                             "Inspect: the model's content filter stopped the reply")
     return reply_record(probe_id, reply if isinstance(reply, str) else "", probe_set)
