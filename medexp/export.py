@@ -112,15 +112,20 @@ def export(cfg, options: dict[str, Any]) -> list[str]:
     if not probes:
         raise ValueError(f"detector={cfg.detector.name}: no probe could be made (skipped: {probe_set.skip_counts()})")
     digest = probe_set_hash(probes, ctx.cache_dir)
+    earlier_files: list[str] = []  # what an earlier export in this format wrote here (its options may have differed)
     for path in manifests_in(out) if out.is_dir() else ():
         if (earlier := read_manifest(path)).probe_set != digest:
             raise ValueError(f"{out} holds the export of another probe set ({earlier.probe_set}, {path.name}); write "
                              "this one to another folder")
+        if earlier.format == fmt.name:
+            earlier_files = list(earlier.files)
     out.mkdir(parents=True, exist_ok=True)
     cell = Cell.from_config(cfg)
     name = f"medexp_{cfg.bench.name}_{cfg.detector.name}_{digest[:8]}"
     model_id = options["model_id"] or cfg.model.get("pretrained") or str(cfg.model.name)
     written = fmt.write(Export(probes, answer_cfg, out, name, digest, str(model_id), options["format_options"]))
+    for stale in set(earlier_files) - {path.relative_to(out).as_posix() for path in written}:
+        (out / stale).unlink(missing_ok=True)  # e.g. request shards of other limits: never answered twice
     arms = dict(Counter(probe.kind for probe in probes))
     rebuild = [arg for arg in options["overrides"] if not arg.startswith(("model=", "model."))]
     manifest = Manifest(

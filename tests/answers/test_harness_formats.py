@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -17,11 +16,11 @@ from medexp.answers import import_responses
 from medexp.answers.coverage import require_answered
 from medexp.answers.formats import ALIASES, FORMATS, harness_format
 from medexp.answers.formats.manifest import ProbeSetMismatch, read_manifest
-from medexp.config import compose
 from medexp.config.schemas.model import ResponsesFormat
 from medexp.export import main as export_main
 from tests.answers.conftest import OPTIONS, choice_probe, text_probe, write_png
-from tests.answers.judging import judged, judged_import, judged_model_import
+from tests.answers.exports import imported, jsonl_replies
+from tests.answers.judging import judged, judged_import
 
 
 def test_every_responses_format_reaches_a_format_that_names_itself():
@@ -121,20 +120,6 @@ def test_lmms_eval_07_samples_of_its_own_task_join_by_the_prompt_its_instruction
 
 
 # ------------------------------------------------------------------------------- the files written
-@pytest.fixture()
-def demo_export(demo_cache, tmp_path):
-    """``export(fmt, detector, *overrides)``: python -m medexp.export of a small demo cell; its folder."""
-
-    def export(fmt: str, detector: str = "option_order", *overrides: str) -> Path:
-        out = tmp_path / f"{fmt}-{detector}-{len(overrides)}"
-        status = export_main([f"paths.cache_dir={demo_cache}", "bench.max_examples=6", f"detector={detector}",
-                              f"format={fmt}", f"out={out}", *overrides])
-        assert status == 0
-        return out
-
-    return export
-
-
 def test_vlmevalkit_datasets_share_each_image_by_index_and_keep_text_rows_apart(demo_export):
     both = demo_export("vlmevalkit", "text_only")  # original (image) and text_only (no image) probes
     manifest = read_manifest(both / "manifest-vlmevalkit.json")
@@ -170,25 +155,6 @@ def test_export_names_a_detector_that_asks_nothing_and_a_likelihood_cell(demo_ca
 
 
 # ------------------------------------------------------------------------ replies to the wrong probes
-def jsonl_replies(export: Path, reply=lambda probe: probe["gold"], keep=lambda probe: True) -> Path:
-    """Replies to an export's probes.jsonl, written beside its manifest."""
-    probes = [json.loads(line) for line in (export / "probes.jsonl").read_text().splitlines()]
-    path = export / "replies.jsonl"
-    path.write_text("".join(json.dumps({"probe_id": probe["probe_id"], "response": reply(probe)}) + "\n"
-                            for probe in probes if keep(probe)))
-    return path
-
-
-def imported(demo_cache, replies: Path, fmt: str, *overrides: str):
-    cfg = compose([f"paths.cache_dir={demo_cache}", "bench.max_examples=6", "detector=option_order", "model=responses",
-                   f"model.responses_path={replies}", f"model.responses_format={fmt}", *overrides])
-    from medexp.evaluators.mmdetect import option_order_probes
-    from medexp.export import _context
-
-    probes = option_order_probes(_context(cfg)).probes
-    return judged_model_import(probes, cfg.model, cfg.detector.answer, cache_dir=demo_cache)
-
-
 def test_replies_to_another_probe_set_are_refused_naming_both_hashes(demo_export, demo_cache):
     export = demo_export("jsonl")
     replies = jsonl_replies(export)

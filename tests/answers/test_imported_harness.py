@@ -92,6 +92,33 @@ def test_a_vlmevalkit_xlsx_sheet_reads_like_its_tsv(tmp_path, answer_cfg):
     assert list(table["choice"]) == ["A", "B", None, "D"]
 
 
+def test_a_harness_sheet_whose_options_or_gold_are_not_the_probes_is_refused(tmp_path, answer_cfg):
+    path = tmp_path / "model_MMStar.tsv"
+    sheet = vlmevalkit_sheet()
+    sheet.loc[[1, 3], ["A", "B"]] = sheet.loc[[1, 3], ["B", "A"]].to_numpy()  # a release in another option order
+    sheet.loc[0, "answer"] = "B"  # another gold
+    sheet.to_csv(path, sep="\t", index=False)
+    with pytest.raises(ValueError, match=r"3 of 4 joined rows carry other options or another gold than the cell's "
+                                         r"probe .*row 1: gold 'B' and probe mmstar::test::0::original has gold 'A'; "
+                                         r".*row 2: options \['Pleural effusion', 'Pneumonia'"):
+        import_responses(path, mmstar_probes(), answer_cfg, fmt="vlmevalkit")
+    retyped = vlmevalkit_sheet()
+    retyped["A"] = retyped["A"].str.upper() + "  "  # case and spacing aside, the same options
+    retyped.to_csv(path, sep="\t", index=False)
+    assert list(judged_import(path, mmstar_probes(), answer_cfg, fmt="vlmevalkit")["correct"]) == [True, True, False,
+                                                                                                   True]
+
+
+def test_lmms_eval_samples_whose_target_is_not_the_gold_are_refused(tmp_path, answer_cfg):
+    path = tmp_path / "20261202_samples_slake_en.jsonl"
+    lines = [lmms_eval_generation_line(i, QUESTIONS[i], ANSWERS[i], 11934 + i, ANSWERS[i]) for i in (1, 2)]
+    lines.append(lmms_eval_generation_line(9, QUESTIONS[1], "Heart", 11935, "Heart").replace('"doc_id": 9', '"doc_id": 1'))
+    path.write_text("\n".join(lines[1:]) + "\n")
+    with pytest.raises(ValueError, match="1 of 2 joined rows .*gold 'Heart' and probe slake::test::11935::original has "
+                                         "gold 'Lung'"):
+        import_responses(path, slake_probes(), answer_cfg, fmt="lmms_eval")
+
+
 def llava_med_line(question_id, prompt: str, text: str) -> str:
     """One line of LLaVA-Med's answer file, as llava/eval/model_vqa.py writes it."""
     return json.dumps({"question_id": question_id, "prompt": prompt, "text": text, "answer_id": "Vf9nGxqkUqRkFW8Z2ZTRLA",

@@ -212,8 +212,8 @@ def image_files(root: Path, names: dict[str, str]) -> list[Path]:
     return [root / name for name in sorted(set(names.values()))]
 
 
-def reply_files(reading: Reading, pattern: str) -> list[Path]:
-    """The reply file ``reading.path``, or the files under that folder matching ``pattern``
+def reply_files(reading: Reading, *patterns: str) -> list[Path]:
+    """The reply file ``reading.path``, or the files under that folder matching one of ``patterns``
     (sorted, each once: a link to a file also found under its own name is left out), without the
     files the export wrote; an error naming the folder when none is left, or when the file named
     is one the export wrote (its requests, its questions: not replies)."""
@@ -227,13 +227,13 @@ def reply_files(reading: Reading, pattern: str) -> list[Path]:
     if not path.is_dir():
         raise FileNotFoundError(f"no reply file or folder at {path}")
     found: dict[Path, Path] = {}
-    for candidate in sorted(path.rglob(pattern)):
+    for candidate in sorted(found_path for pattern in patterns for found_path in path.rglob(pattern)):
         real = candidate.resolve()
         if candidate.is_file() and real not in written:
             found.setdefault(real, candidate)
     if not found:
         holds = " (only the export's own files: the harness has not answered it yet)" if written else ""
-        raise FileNotFoundError(f"{path}: no reply file matching {pattern!r} in this folder{holds}")
+        raise FileNotFoundError(f"{path}: no reply file matching {' or '.join(patterns)} in this folder{holds}")
     return sorted(found.values())
 
 

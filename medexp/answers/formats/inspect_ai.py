@@ -99,26 +99,13 @@ def write(export: Export) -> list[Path]:
 
 
 def read(reading: Reading) -> Iterator[ReplyRecord]:
-    logs = [path for pattern in LOGS for path in reply_files_or_none(reading, pattern)]
-    if not logs:
-        raise FileNotFoundError(f"{reading.path}: no Inspect eval log ({', '.join(LOGS)}) here")
-    for path in sorted(set(logs)):
+    for path in reply_files(reading, *LOGS):
         rows = list(_sample_rows(path))
         if reading.exported:
             for number, where, row in rows:
                 yield number, where, _reply_record(row)
         else:
             yield from join_originals(reading, rows, OWN_ID, _reply, lambda row: Carried(gold=_target(row)))
-
-
-def reply_files_or_none(reading: Reading, pattern: str) -> list[Path]:
-    """The reply files matching ``pattern`` (the reply file itself when named), or none."""
-    if reading.path.is_file():
-        return reply_files(reading, pattern) if reading.path.match(pattern) else []
-    try:
-        return reply_files(reading, pattern)
-    except FileNotFoundError:
-        return []
 
 
 def _sample_rows(path: Path) -> Iterator[tuple[int, str, dict]]:

@@ -138,7 +138,7 @@ def prediction_sheets(reading: Reading) -> list[Path]:
     once. Of an export: the sheets named ``<model>_<dataset>`` for a dataset it wrote. Of a
     harness's own run: every sheet but those named as another plus ``_<suffix>`` (VLMEvalKit's
     evaluations of it); name the sheet itself where two datasets' names are so related."""
-    found = [path for path in reply_files(reading, "*") if path.suffix.lower() in SHEETS or path == reading.path]
+    found = reply_files(reading, *(f"*{suffix}" for suffix in SHEETS))
     if reading.path.is_file():
         return found
     if reading.exported:
