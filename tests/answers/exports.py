@@ -27,3 +27,12 @@ def imported(demo_cache, replies: Path, fmt: str, *overrides: str):
 
     probes = option_order_probes(_context(cfg)).probes
     return judged_model_import(probes, cfg.model, cfg.detector.answer, cache_dir=demo_cache)
+
+
+def manifest_of(folder: Path, fmt: str, probe_set: str, n_probes: int) -> Path:
+    """An export's manifest for replies written by hand (no files of its own), in ``folder``."""
+    from medexp.answers.formats.manifest import Manifest
+
+    return Manifest(format=fmt, probe_set=probe_set, cell_key="k", bench="demo", detector="option_order",
+                    control="none", seed=0, n_probes=n_probes, arms={}, n_images=0, answer={}, files={},
+                    rebuild=[]).write(folder)

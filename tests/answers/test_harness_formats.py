@@ -19,7 +19,7 @@ from medexp.answers.formats.manifest import ProbeSetMismatch, read_manifest
 from medexp.config.schemas.model import ResponsesFormat
 from medexp.export import main as export_main
 from tests.answers.conftest import OPTIONS, choice_probe, text_probe, write_png
-from tests.answers.exports import imported, jsonl_replies
+from tests.answers.exports import imported, jsonl_replies, manifest_of
 from tests.answers.judging import judged, judged_import
 
 
@@ -29,7 +29,7 @@ def test_every_responses_format_reaches_a_format_that_names_itself():
     for name in FORMATS:
         loaded = harness_format(name)
         assert loaded.name == name and callable(loaded.write) and callable(loaded.read)
-    with pytest.raises(ValueError, match="no harness format 'excel'; formats: \\['jsonl', 'llava_med'"):
+    with pytest.raises(ValueError, match="no harness format 'excel'; formats: \\['inspect_ai', 'jsonl', 'llava_med'"):
         harness_format("excel")
 
 
@@ -97,15 +97,20 @@ def test_lmms_eval_07_samples_of_an_exported_task_join_by_doc_id_checked_by_targ
     folder.mkdir(parents=True)
     path = folder / "20261128_101500_samples_medexp_demo_option_order_0123abcd.jsonl"
     path.write_text("".join(lmms_eval_07_sample(i, "B", reply, "prompt") + "\n" for i, reply in enumerate("BAB")))
-    table = judged_import(tmp_path / "lmms_out", probes, answer_cfg, fmt="lmms_eval", probe_set="0123abcd" + "0" * 24)
+    with pytest.raises(ValueError, match="the samples name task medexp_demo_option_order_0123abcd, an export's, and no "
+                                         "manifest of this format was found"):
+        import_responses(path, probes, answer_cfg, fmt="lmms_eval")
+    manifest = manifest_of(tmp_path, "lmms_eval", "0123abcd" + "0" * 24, 3)
+    table = judged_import(tmp_path / "lmms_out", probes, answer_cfg, fmt="lmms_eval", probe_set="0123abcd" + "0" * 24,
+                          manifest=manifest)
     assert list(table["choice"]) == ["B", "A", "B"] and list(table["correct"]) == [True, False, True]
     # the task's name carries another probe set's hash
     with pytest.raises(ProbeSetMismatch, match="answers probe set 0123abcd, and this cell's probe set is ffff"):
-        import_responses(path, probes, answer_cfg, fmt="lmms_eval", probe_set="f" * 32)
+        import_responses(path, probes, answer_cfg, fmt="lmms_eval", probe_set="f" * 32, manifest=manifest)
     # a doc out of place: its target is not its probe's gold
     probes[1] = choice_probe(example_id="ex1", gold="C")
     with pytest.raises(ValueError, match="doc_id 1 has target 'B', and this cell's probe 1 .* has gold 'C'"):
-        import_responses(path, probes, answer_cfg, fmt="lmms_eval")
+        import_responses(path, probes, answer_cfg, fmt="lmms_eval", manifest=manifest)
 
 
 def test_lmms_eval_07_samples_of_its_own_task_join_by_the_prompt_its_instruction_set_aside(tmp_path, answer_cfg):

@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from medexp.answers.formats.base import (
-    PROBE_ID, PROBE_SET, WORDING, BadLine, Export, HarnessFormat, Reading, ReplyRecord, copy_images, image_files,
-    Carried, join_originals, json_lines, probe_line, reply_files, reply_record, write_json_lines, write_text,
+    PROBE_ID, PROBE_SET, WORDING, BadLine, Carried, Export, HarnessFormat, Reading, ReplyRecord, copy_images,
+    image_files, join_originals, json_lines, no_manifest, probe_line, reply_files, reply_record, write_json_lines,
+    write_text,
 )
 
 OWN_ID = ("doc.question", "question")  # lmms-eval's own task: its doc_id indexes its copy, not the release
@@ -117,6 +118,8 @@ def read(reading: Reading) -> Iterator[ReplyRecord]:
     for path in reply_files(reading, "*samples_*.jsonl"):
         rows = list(json_lines(path, reading.bad))
         task = EXPORTED_TASK.fullmatch(path.name.split("samples_", 1)[-1].removesuffix(".jsonl"))
+        if not reading.exported and task is not None:
+            raise no_manifest(reading, str(path), f"the samples name task {task.group(0)}")
         if not reading.exported:
             kept_doc = any(isinstance(sample.get("doc"), dict) for _, _, sample in rows)
             own = OWN_ID if kept_doc else ("input", "question")

@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from medexp.answers.formats.base import (
-    PROBE_ID, PROBE_SET, BadLine, Carried, Export, HarnessFormat, Reading, ReplyRecord, join_originals, reply_files,
-    reply_record, write_text,
+    PROBE_ID, PROBE_SET, BadLine, Carried, Export, HarnessFormat, Reading, ReplyRecord, join_originals, no_manifest,
+    reply_files, reply_record, write_text,
 )
 
 FAILED = "Failed to obtain answer"  # VLMEvalKit's FAIL_MSG, its reply when the model raised
@@ -97,6 +97,8 @@ def write(export: Export) -> list[Path]:
 def read(reading: Reading) -> Iterator[ReplyRecord]:
     for path in prediction_sheets(reading):
         rows = list(_sheet_rows(path))
+        if not reading.exported and rows and PROBE_ID in rows[0][2]:
+            raise no_manifest(reading, str(path), f"the sheet has a {PROBE_ID} column")
         if reading.exported:
             for number, where, row in rows:
                 reply, error = _reply(row)
