@@ -203,3 +203,37 @@ def test_the_lmms_eval_yaml_holds_a_path_with_a_colon_and_a_hash(demo_export, tm
     spec = yaml.load(task.read_text(), Loader=Loader)
     assert Path(spec["dataset_kwargs"]["data_files"]["test"]) == (task.parent / f"{task.stem}.jsonl").resolve()
     assert spec["doc_to_text"] == ("function", "utils.doc_to_text") and spec["generation_kwargs"]["do_sample"] is False
+
+
+# ---------------------------------------------------------------------------------------------- Inspect
+def test_inspect_logs_keep_a_refusal_and_a_failed_sample_as_what_they_are(demo_export, demo_cache, tmp_path):
+    import subprocess
+    import sys
+
+    from tests.answers.server import ChatServer, Fault
+
+    export = demo_export("inspect_ai")
+    (data,) = export.glob("medexp_*.jsonl")
+    lines = [json.loads(line) for line in data.read_text().splitlines()]
+    filtered, refused_request = lines[0]["prompt"], lines[1]["prompt"]
+    content_filter = {"id": "chatcmpl-x", "object": "chat.completion", "created": 0, "model": "scripted-vlm",
+                      "choices": [{"index": 0, "message": {"role": "assistant", "content": ""},
+                                   "finish_reason": "content_filter"}],
+                      "usage": {"prompt_tokens": 1, "completion_tokens": 0, "total_tokens": 1}}
+
+    def faults(prompt: str, body: dict):
+        if prompt == filtered:
+            return Fault(status=200, payload=content_filter)
+        return Fault(status=400) if prompt == refused_request else None
+
+    with ChatServer(answer=lambda prompt, body: "A", fault_rule=faults) as server:
+        subprocess.run([Path(sys.executable).parent / "inspect", "eval", next(export.glob("medexp_*.py")).name,
+                        "--model", "openai/scripted-vlm", "--model-base-url", server.base_url, "--log-dir", "logs",
+                        "--display", "none", "--no-fail-on-error"], cwd=export, check=True, timeout=600,
+                       env={**os.environ, "OPENAI_API_KEY": "not-checked"})
+    table = imported(demo_cache, export / "logs", "inspect_ai")
+    by_probe = table.set_index("probe_id")
+    assert by_probe.loc[lines[0]["probe_id"], "error_cause"] == "refused"
+    assert by_probe.loc[lines[1]["probe_id"], "error_cause"] == "http_4xx"
+    assert "scripted failure 400" in by_probe.loc[lines[1]["probe_id"], "error"]
+    assert (table["status"] == "ok").sum() == 10 and set(table.loc[table["status"] == "ok", "response"]) == {"A"}

@@ -28,6 +28,7 @@ their ``target`` checked against the probe's gold.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -92,7 +93,8 @@ def write(export: Export) -> list[Path]:
     if answer.seed is not None:
         config["seed"] = int(answer.seed)
     task_file = export.out / f"{export.name}.py"
-    text = TASK_FILE.format(probe_set=export.probe_set, folder=export.out.resolve(), task_file=task_file.name,
+    text = TASK_FILE.format(probe_set=export.probe_set, folder=shlex.quote(str(export.out.resolve())),
+                            task_file=shlex.quote(task_file.name),
                             data=data.name, system_prompt=answer.system_prompt, config=config,
                             task_name=task_name(export.name), name=export.name)
     return [write_text(task_file, text), data, *image_files(export.out, images)]

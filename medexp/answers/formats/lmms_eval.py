@@ -29,6 +29,7 @@ appends to it set aside.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -71,7 +72,8 @@ def task_yaml(export: Export, data_file: Path) -> str:
         "metric_list": [{"metric": "exact_match", "aggregation": "mean", "higher_is_better": True}],
         "metadata": {"version": 0.0, "probe_set": export.probe_set},
     }
-    header = TASK_HEADER.format(probe_set=export.probe_set, include=export.out.resolve(), name=export.name)
+    header = TASK_HEADER.format(probe_set=export.probe_set, include=shlex.quote(str(export.out.resolve())),
+                                name=export.name)
     return header + yaml.dump(task, Dumper=TaskDumper, sort_keys=False, allow_unicode=True)
 
 
