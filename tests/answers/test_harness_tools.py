@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -23,6 +25,7 @@ from medexp.kernel.hashing import file_sha256
 from medexp.runner.cell_run import run_cell
 from tests.answers.conftest import text_probe
 from tests.answers.exports import imported, jsonl_replies
+from tests.answers.server import ChatServer, Fault
 
 
 # ------------------------------------------------------------------------------------ export folders
@@ -207,12 +210,10 @@ def test_the_lmms_eval_yaml_holds_a_path_with_a_colon_and_a_hash(demo_export, tm
 
 # ---------------------------------------------------------------------------------------------- Inspect
 def test_inspect_logs_keep_a_refusal_and_a_failed_sample_as_what_they_are(demo_export, demo_cache, tmp_path):
-    import subprocess
-    import sys
-
-    from tests.answers.server import ChatServer, Fault
-
     export = demo_export("inspect_ai")
+    with pytest.raises(FileNotFoundError, match=r"no reply file matching \*.eval or \*.json in this folder \(only the "
+                                                r"export's own files"):
+        imported(demo_cache, export, "inspect_ai")  # the task's folder before inspect eval ran
     (data,) = export.glob("medexp_*.jsonl")
     lines = [json.loads(line) for line in data.read_text().splitlines()]
     filtered, refused_request = lines[0]["prompt"], lines[1]["prompt"]

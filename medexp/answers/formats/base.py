@@ -215,8 +215,10 @@ def image_files(root: Path, names: dict[str, str]) -> list[Path]:
 def reply_files(reading: Reading, *patterns: str) -> list[Path]:
     """The reply file ``reading.path``, or the files under that folder matching one of ``patterns``
     (sorted, each once: a link to a file also found under its own name is left out), without the
-    files the export wrote; an error naming the folder when none is left, or when the file named
+    files the export wrote and its manifests; an error naming the folder when none is left, or when the file named
     is one the export wrote (its requests, its questions: not replies)."""
+    from medexp.answers.formats.manifest import manifest_name
+
     path = reading.path
     written = reading.export.files if reading.export is not None else frozenset()
     if path.is_file():
@@ -229,7 +231,7 @@ def reply_files(reading: Reading, *patterns: str) -> list[Path]:
     found: dict[Path, Path] = {}
     for candidate in sorted(found_path for pattern in patterns for found_path in path.rglob(pattern)):
         real = candidate.resolve()
-        if candidate.is_file() and real not in written:
+        if candidate.is_file() and real not in written and not candidate.match(manifest_name("*")):
             found.setdefault(real, candidate)
     if not found:
         holds = " (only the export's own files: the harness has not answered it yet)" if written else ""
