@@ -32,6 +32,7 @@ REPLY = "response"  # the record field holding a harness line's raw reply
 PROBE_SET = "probe_set"  # the field (column, doc key) of an exported row naming its probe set's hash
 PROBE_ID = "probe_id"  # the field (column, doc key) of an exported row naming its probe
 IMAGES = "images"  # the folder of an export holding the probes' images, by content
+MANIFEST = "manifest-{format}.json"  # an export's manifest, one per format (medexp.answers.formats.manifest)
 ORIGINAL_KINDS = ("original",)  # a harness run on the release asked each question as released
 
 ReplyRecord = tuple[int, str, dict]
@@ -217,8 +218,6 @@ def reply_files(reading: Reading, *patterns: str) -> list[Path]:
     (sorted, each once: a link to a file also found under its own name is left out), without the
     files the export wrote and its manifests; an error naming the folder when none is left, or when the file named
     is one the export wrote (its requests, its questions: not replies)."""
-    from medexp.answers.formats.manifest import manifest_name
-
     path = reading.path
     written = reading.export.files if reading.export is not None else frozenset()
     if path.is_file():
@@ -231,7 +230,7 @@ def reply_files(reading: Reading, *patterns: str) -> list[Path]:
     found: dict[Path, Path] = {}
     for candidate in sorted(found_path for pattern in patterns for found_path in path.rglob(pattern)):
         real = candidate.resolve()
-        if candidate.is_file() and real not in written and not candidate.match(manifest_name("*")):
+        if candidate.is_file() and real not in written and not candidate.match(MANIFEST.format(format="*")):
             found.setdefault(real, candidate)
     if not found:
         holds = " (only the export's own files: the harness has not answered it yet)" if written else ""

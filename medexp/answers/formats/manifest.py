@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-MANIFEST = "manifest-{format}.json"
+from medexp.answers.formats.base import MANIFEST
+
 KIND = "medexp_export"  # the key that tells an export's manifest from other files named manifest.json
 VERSION = 1
 SEARCH_LEVELS = 4  # folders above a reply file searched for the export's manifest
