@@ -38,6 +38,15 @@ def test_a_second_format_exported_into_the_folder_leaves_the_first_ones_manifest
     assert list(imported(demo_cache, replies, "jsonl")["correct"]) == [True] * 12
 
 
+def test_another_probe_set_in_any_format_keeps_its_folder(demo_export, demo_cache, tmp_path, capsys):
+    out = demo_export("jsonl", out=tmp_path / "taken")
+    status = export_main([f"paths.cache_dir={demo_cache}", "bench.max_examples=6", "detector=option_order", "seed=1",
+                          "format=lmms_eval", f"out={out}"])
+    error = capsys.readouterr().err
+    assert status == 1 and "holds the export of another probe set" in error and "manifest-jsonl.json" in error
+    assert not list(out.glob("manifest-lmms_eval.json"))
+
+
 def test_the_manifest_lists_every_image_with_its_sha256(demo_export):
     out = demo_export("jsonl")
     files = read_manifest(out / "manifest-jsonl.json").files
