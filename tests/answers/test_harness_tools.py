@@ -110,8 +110,8 @@ def test_vlmevalkit_output_folder_is_read_once_per_prediction_sheet(demo_export,
 
 def test_an_export_folder_without_predictions_is_refused(demo_export, demo_cache):
     export = demo_export("vlmevalkit")
-    with pytest.raises(FileNotFoundError, match=r"no reply file matching \*.xlsx or \*.tsv or \*.csv in this folder "
-                                                r"\(only the export's own files: the harness has not answered it yet\)"):
+    unanswered = r"no reply file matching \*.xlsx or \*.tsv or \*.csv in this folder \(only the export's own files"
+    with pytest.raises(FileNotFoundError, match=unanswered):
         imported(demo_cache, export, "vlmevalkit")
 
 
@@ -162,7 +162,8 @@ def test_a_request_over_the_byte_limit_is_refused(demo_cache, tmp_path, capsys):
     status = export_main([f"paths.cache_dir={demo_cache}", "bench.max_examples=6", "detector=option_order",
                           "format=openai_batch", f"out={tmp_path}", "format_options.batch_max_bytes=1000"])
     assert status == 1
-    assert "over batch_max_bytes=1000 (its image inline as base64): no input file can hold it" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert "over batch_max_bytes=1000 (its image inline as base64): no input file can hold it" in error
 
 
 def test_a_reasoning_model_is_asked_with_max_completion_tokens_and_no_temperature(demo_export):

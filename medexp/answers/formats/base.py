@@ -242,7 +242,8 @@ def no_manifest(reading: Reading, where: str, sign: str) -> ValueError:
     """The error for replies that name an export (``sign``: how) when the import found no manifest
     of this format: without it they cannot be told from a harness's own file, nor checked."""
     return ValueError(f"{where}: {sign}, an export's, and no manifest of this format was found beside "
-                      f"{reading.path} or above it; set model.responses_manifest=<export folder>/manifest-<format>.json")
+                      f"{reading.path} or above it; set "
+                      "model.responses_manifest=<export folder>/manifest-<format>.json")
 
 
 def reply_record(probe_id: Any, reply: Any, probe_set: Any = None, status: Optional[str] = None,

@@ -115,7 +115,8 @@ def _sample_rows(path: Path) -> Iterator[tuple[int, str, dict]]:
     try:
         from inspect_ai.log import read_eval_log
     except ImportError as error:
-        raise ValueError(f"{path}: reading an Inspect eval log needs inspect-ai (pip install 'medexp[inspect]')") from error
+        raise ValueError(f"{path}: reading an Inspect eval log needs inspect-ai (in requirements.lock; "
+                         "pip install 'medexp[inspect]')") from error
     try:
         log = read_eval_log(str(path))
     except Exception as error:  # Inspect raises its own errors for a file that is not one of its logs

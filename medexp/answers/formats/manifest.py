@@ -1,16 +1,17 @@
 """The manifest an export writes beside its files, and the check that replies answer its probes.
 
 ``manifest-<format>.json`` (one per format, so that the same probes exported for a second harness
-into the same folder leave the first's manifest in place) holds what the export is (format, cell key, bench, detector, control, seed), the
-probe set's content hash (:func:`medexp.answers.cache.probe_set_hash`: ids, questions, options,
-golds, meta and each image's bytes), the probes per arm, the answer settings that rendered them,
-the format's options, every file written (the images among them) with its SHA-256, and the overrides that rebuild the same probe set on import.
+into the same folder leave the first's manifest in place) holds what the export is (format, cell
+key, bench, detector, control, seed), the probe set's content hash
+(:func:`medexp.answers.cache.probe_set_hash`: ids, questions, options, golds, meta and each image's
+bytes), the probes per arm, the answer settings that rendered them, the format's options, every
+file written (the images among them) with its SHA-256, and the overrides that rebuild the same
+probe set on import.
 
 On import the cell rebuilds its probe set and compares hashes: a reply file whose manifest (given
 as ``model.responses_manifest``, else the format's manifest found beside the reply file or in a
-folder above it) or whose
-rows name another probe set are refused, naming both hashes. A probe id alone proves nothing: the
-same ids under another seed hold other option orders.
+folder above it) or whose rows name another probe set are refused, naming both hashes. A probe id
+alone proves nothing: the same ids under another seed hold other option orders.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ shards within ``batch_max_requests`` and ``batch_max_bytes`` (those limits by de
 a single request larger than the byte limit is refused.
 
 Read: the batch output JSONL, or a folder of the batches' output and error files (``*.jsonl``; the
-export's request shards and any other file of requests are left out). Each line names its request by ``custom_id``; its reply is
+export's request shards and any other file of requests are left out). Each line names its request
+by ``custom_id``; its reply is
 ``response.body.choices[0].message.content`` read as the chat client reads a reply (text parts
 joined, a refusal or a content filter an error row of cause ``refused``, any other shape
 ``malformed``); a line whose ``error`` is set, or whose ``response.status_code`` is not 200, is an
@@ -148,7 +149,8 @@ FORMAT = HarnessFormat(
     name="openai_batch",
     writes=f"{REQUESTS} (or requests-<i>-of-<n>.jsonl shards within the Batch API's limits): the OpenAI Batch API "
            "input (also vLLM's run_batch -i), one chat-completions request per probe",
-    reply_file="the batch output JSONL (OpenAI's output file, or vLLM run_batch -o), or a folder of output and error files",
+    reply_file="the batch output JSONL (OpenAI's output file, or vLLM run_batch -o), or a folder of output and "
+               "error files",
     write=write,
     read=read,
     carries=WORDING + DECODING,
