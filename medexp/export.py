@@ -4,8 +4,11 @@ Writes the probe set an answering cell asks (every arm its detector needs: the o
 shuffled options, the masked and back-translated texts, the blind and masked images, the twins),
 with the images each arm uses, in the format a harness runs models with
 (:mod:`medexp.answers.formats`: ``openai_batch``, ``vlmevalkit``, ``lmms_eval``, ``jsonl``,
-``llava_med``), plus ``manifest.json`` (the cell, the probe set's content hash, the probes per arm,
-the answer settings, every file's SHA-256). The harness's output comes back as a cell through
+``llava_med``, ``inspect_ai``), plus ``manifest-<format>.json`` (the cell, the probe set's content
+hash, the probes per arm, the answer settings, the format's options, every file's SHA-256, the
+images among them): one manifest per format, so one folder can hold the same probes for several
+harnesses. Rerun over an interrupted export, it writes what is missing (images are renamed into
+place whole, and one whose bytes are not its hash is copied again). The harness's output comes back as a cell through
 ``model=responses model.responses_format=<fmt> model.responses_path=<its output>`` with the same
 overrides: the cell rebuilds the same probe set, checks its hash against the manifest's, and
 joins every reply to its probe by id.
@@ -23,29 +26,58 @@ from pathlib import Path
 from typing import Any, Sequence
 
 USAGE = """usage: python -m medexp.export detector=<answering detector> format=<fmt> out=<dir> [model_id=<id>]
+                               [format_options.<option>=<v> ...]
                                [bench=<name>] [control=<name>] [seed=<n>] [detector.<field>=<v> ...]
 
-Writes the cell's probes (every arm) and their images for a harness, with manifest.json; import the
+Writes the cell's probes (every arm) and their images for a harness, with manifest-<fmt>.json; import the
 harness's replies with model=responses model.responses_format=<fmt> model.responses_path=<replies>
 and the same overrides.
 Formats: openai_batch (OpenAI Batch API / vLLM run_batch input), vlmevalkit (custom dataset TSVs),
-lmms_eval (a task folder), jsonl (plain probe lines), llava_med (LLaVA-Med's question file).
+lmms_eval (a task folder), jsonl (plain probe lines), llava_med (LLaVA-Med's question file),
+inspect_ai (an Inspect task file and its dataset).
+Format options: openai_batch: batch_max_requests (50000), batch_max_bytes (200000000) per input
+file, reasoning_model (false; true: max_completion_tokens and no temperature, as reasoning models take).
 Example: python -m medexp.export detector=option_order format=openai_batch out=/tmp/option_order"""
 OPTIONS = ("format", "out", "model_id")
+FORMAT_OPTION = "format_options."  # format_options.<name>=<value>: an option of the format (HarnessFormat.options)
 
 
 def split_arguments(args: list[str]) -> tuple[list[str], dict[str, Any]]:
-    """Hydra overrides and the command's options (``format=``, ``out=``, ``model_id=``)."""
+    """Hydra overrides and the command's options (``format=``, ``out=``, ``model_id=``, and the
+    format's ``format_options.<name>=``, typed as the format's default)."""
     from medexp.answers.formats import harness_format
     from medexp.config.command_line import split_named_options
 
-    overrides, given = split_named_options(args, OPTIONS)
+    given_options = [arg for arg in args if arg.startswith(FORMAT_OPTION)]
+    overrides, given = split_named_options([arg for arg in args if arg not in given_options], OPTIONS)
     options = {**dict.fromkeys(OPTIONS), **given}
     for name in ("format", "out"):
         if options[name] is None:
             raise ValueError(f"name the {'harness format' if name == 'format' else 'output folder'} with {name}=<...>")
-    options["format"] = harness_format(options["format"]).name
+    fmt = harness_format(options["format"])
+    options["format"] = fmt.name
+    options["format_options"] = format_options(fmt, given_options)
     return overrides, options
+
+
+def format_options(fmt, given: list[str]) -> dict[str, Any]:
+    """The format's options: its defaults, with ``format_options.<name>=<value>`` read as the type of the default."""
+    chosen = dict(fmt.options)
+    for arg in given:
+        name, _, text = arg.removeprefix(FORMAT_OPTION).partition("=")
+        if name not in fmt.options:
+            raise ValueError(f"format={fmt.name} has no option {name!r}; its options: {sorted(fmt.options) or 'none'}")
+        default = fmt.options[name]
+        if isinstance(default, bool):
+            if text.strip().lower() not in ("true", "false"):
+                raise ValueError(f"{arg}: {name} is true or false")
+            chosen[name] = text.strip().lower() == "true"
+        else:
+            try:
+                chosen[name] = type(default)(text)
+            except ValueError as error:
+                raise ValueError(f"{arg}: {name} is a {type(default).__name__} ({error})") from error
+    return chosen
 
 
 def export(cfg, options: dict[str, Any]) -> list[str]:
@@ -53,8 +85,8 @@ def export(cfg, options: dict[str, Any]) -> list[str]:
     from medexp import __version__
     from medexp.answers.cache import probe_set_hash
     from medexp.answers.formats import harness_format
-    from medexp.answers.formats.base import Export
-    from medexp.answers.formats.manifest import MANIFEST, Manifest, read_manifest
+    from medexp.answers.formats.base import IMAGES, Export
+    from medexp.answers.formats.manifest import Manifest, manifests_in, read_manifest
     from medexp.config.schemas import AnswerMode
     from medexp.detectors import declaration_for
     from medexp.kernel.cell import Cell
@@ -80,14 +112,20 @@ def export(cfg, options: dict[str, Any]) -> list[str]:
     if not probes:
         raise ValueError(f"detector={cfg.detector.name}: no probe could be made (skipped: {probe_set.skip_counts()})")
     digest = probe_set_hash(probes, ctx.cache_dir)
-    if (out / MANIFEST).is_file() and (earlier := read_manifest(out / MANIFEST)).probe_set != digest:
-        raise ValueError(f"{out} holds the export of another probe set ({earlier.probe_set}); write this one to "
-                         "another folder")
+    earlier_files: list[str] = []  # what an earlier export in this format wrote here (its options may have differed)
+    for path in manifests_in(out) if out.is_dir() else ():
+        if (earlier := read_manifest(path)).probe_set != digest:
+            raise ValueError(f"{out} holds the export of another probe set ({earlier.probe_set}, {path.name}); write "
+                             "this one to another folder")
+        if earlier.format == fmt.name:
+            earlier_files = list(earlier.files)
     out.mkdir(parents=True, exist_ok=True)
     cell = Cell.from_config(cfg)
     name = f"medexp_{cfg.bench.name}_{cfg.detector.name}_{digest[:8]}"
     model_id = options["model_id"] or cfg.model.get("pretrained") or str(cfg.model.name)
-    written = fmt.write(Export(probes, answer_cfg, out, name, digest, str(model_id)))
+    written = fmt.write(Export(probes, answer_cfg, out, name, digest, str(model_id), options["format_options"]))
+    for stale in set(earlier_files) - {path.relative_to(out).as_posix() for path in written}:
+        (out / stale).unlink(missing_ok=True)  # e.g. request shards of other limits: never answered twice
     arms = dict(Counter(probe.kind for probe in probes))
     rebuild = [arg for arg in options["overrides"] if not arg.startswith(("model=", "model."))]
     manifest = Manifest(
@@ -95,7 +133,8 @@ def export(cfg, options: dict[str, Any]) -> list[str]:
         detector=str(cfg.detector.name), control=str(cfg.control.name), seed=int(cfg.seed), n_probes=len(probes),
         arms=arms, n_images=len({probe.image for probe in probes if probe.image is not None}),
         answer=_plain(answer_cfg), files={path.relative_to(out).as_posix(): file_sha256(path) for path in written},
-        rebuild=rebuild, skipped=probe_set.skip_counts(), medexp_version=__version__)
+        rebuild=rebuild, skipped=probe_set.skip_counts(), medexp_version=__version__,
+        options=dict(options["format_options"]))
     manifest_path = manifest.write(out)
     command = " ".join(["python -m medexp model=responses model.name=<model>", f"model.responses_format={fmt.name}",
                         "model.responses_path=<replies>", *rebuild])
@@ -105,7 +144,7 @@ def export(cfg, options: dict[str, Any]) -> list[str]:
         f"model); probe set {digest}; {manifest.n_images} images"
         + (f"; {len(probe_set.skipped)} probes could not be made ({probe_set.skip_counts()})" if probe_set.skipped else ""),
         f"format {fmt.name}: {fmt.writes}",
-        *[f"wrote {path}" for path in [*written, manifest_path]],
+        *[f"wrote {path}" for path in [*written, manifest_path] if path.parent.name != IMAGES],
         f"the replies: {fmt.reply_file}; import them with",
         f"  {command}",
     ]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Refreshes requirements.lock: every dependency of medexp with the test, joblib and slurm extras,
+# Refreshes requirements.lock: every dependency of medexp with the test, joblib, slurm and inspect extras,
 # pinned with hashes, for Linux x86-64 and CPython 3.11. Needs uv (pip install uv) and PyPI.
 # torch and torchvision come from PyPI's default index, whose Linux wheel runs on the CPU as well
 # as on CUDA GPUs; a CPU-only torch index has no torchvision to match, which open_clip needs.
@@ -10,7 +10,7 @@
 # `scripts/lock.sh --upgrade` moves every pin to the newest release the constraints allow.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-uv pip compile pyproject.toml --extra test --extra joblib --extra slurm \
+uv pip compile pyproject.toml --extra test --extra joblib --extra slurm --extra inspect \
   --python-platform x86_64-unknown-linux-gnu --python-version 3.11 --generate-hashes \
   --constraint scripts/lock-constraints.txt --custom-compile-command scripts/lock.sh \
   "$@" -o requirements.lock

@@ -45,11 +45,14 @@ Files other harnesses write (``model.responses_format``: ``openai_batch``, ``vlm
 ``lmms_eval``, ``llava_med``; ``jsonl``, alias ``medexp``, is the JSONL above) are read by their
 format's module (:mod:`medexp.answers.formats`) into the same line records. A file answering a
 probe set medexp exported names every probe by its id, every arm, and is checked against the
-export's manifest (``model.responses_manifest``, else the ``manifest.json`` found beside the file or
-above it) and against the probe set its rows name: replies made for another probe set are refused,
-naming both hashes. A harness's own file (run on the release) answers the cell's *original* probes,
-joined by the release's id or by question text; a line naming no example or several is a bad
-line, never guessed.
+export's manifest (``model.responses_manifest``, else the format's ``manifest-<format>.json``
+found beside the file or above it) and against the probe set its rows name: replies made for
+another probe set are refused, naming both hashes. The import tells the format's reader whether
+the replies answer an export (a manifest found) or are the harness's own file, and which files
+the export wrote (never replies: a folder holding only them has not been answered). A harness's
+own file (run on the release) answers the cell's *original* probes, joined by the release's id
+or by question text; a line naming no example or several is a bad line, never guessed, and the
+options or gold a line carries must be its probe's.
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
 
-from medexp.answers.formats.base import PROBE_SET, REPLY, BadLine, BadLines, Reading
+from medexp.answers.formats.base import PROBE_SET, REPLY, BadLine, BadLines, ExportFolder, Reading
 from medexp.answers.table import ErrorCause, cause_of_message, error_row, response_row, response_table
 from medexp.config.schemas.answers import AnswerMode, check_answer_config
 from medexp.config.schemas.model import DEFAULT_REPLY_FIELDS, ItemJoin, ResponsesFormat
@@ -113,7 +116,8 @@ def imported_probe_ids(path: str | Path, fmt: ResponsesFormat | str = ResponsesF
     original ``probes`` its lines join); bad lines are left to :func:`import_responses`, which counts them."""
     from medexp.answers.formats import harness_format
 
-    reading = Reading(Path(path), list(probes), None, None, BadLines(Path(path)))
+    fmt = ResponsesFormat(fmt)
+    reading = Reading(Path(path), list(probes), None, None, BadLines(Path(path)), export_folder(path, fmt))
     return {record["probe_id"] for _, _, record in harness_format(ResponsesFormat(fmt).value).read(reading)}
 
 
@@ -187,7 +191,8 @@ def import_responses(path: str | Path, probes: Sequence, answer_cfg, skipped_ids
                      set_aside_as: str = "answer probes this cell skipped (see its skipped table)",
                      reply_fields: Sequence[str] = DEFAULT_REPLY_FIELDS, status_map: Mapping[str, str] | None = None,
                      fmt: ResponsesFormat = ResponsesFormat.medexp, id_field: Optional[str] = None,
-                     join: Optional[ItemJoin] = None, probe_set: Optional[str] = None):
+                     join: Optional[ItemJoin] = None, probe_set: Optional[str] = None,
+                     manifest: Optional[Path] = None):
     """The response table of ``probes`` (one row per probe, in probe order) from the reply file
     ``path`` of format ``fmt`` (:mod:`medexp.answers.formats`); lines naming one of ``skipped_ids``
     (probes the cell could not make) are set aside, counted in a warning that says they
@@ -195,7 +200,8 @@ def import_responses(path: str | Path, probes: Sequence, answer_cfg, skipped_ids
     (``model.reply_fields``, ``model.status_map``; the reply fields apply to medexp's JSONL, the
     other formats' readers place the reply). A harness's own file joins the original probes by
     ``join`` over ``id_field`` (the format's defaults when None). ``probe_set``: the cell's probe-set
-    hash; a row naming another probe set is refused."""
+    hash; a row naming another probe set is refused. ``manifest``: the export's manifest the replies
+    answer (None: the format's manifest beside the file or above it, if any)."""
     from medexp.answers.formats import harness_format
     from medexp.answers.formats.manifest import check_probe_set
 
@@ -211,7 +217,8 @@ def import_responses(path: str | Path, probes: Sequence, answer_cfg, skipped_ids
     skipped_ids = frozenset(skipped_ids)
     bad = BadLines(path)
     fmt = ResponsesFormat(fmt)
-    records = list(harness_format(fmt.value).read(Reading(path, probes, id_field, join, bad)))
+    records = list(harness_format(fmt.value).read(Reading(path, probes, id_field, join, bad,
+                                                          export_folder(path, fmt, manifest))))
     if fmt not in PLAIN_JSONL:
         reply_fields = [REPLY]
     if not records and bad.lines:
@@ -294,8 +301,11 @@ def import_model_responses(probes: Sequence, model_cfg, answer_cfg, skipped_ids:
             _check_export(manifest, reading["probe_set"], reading["fmt"], answer_cfg)
     if reading["fmt"] is ResponsesFormat.openai_batch and manifest is None:
         raise ValueError(f"{model_cfg.responses_path}: a Batch output names its probes by custom_id only, so the "
-                         "probe set it answers is checked against the export's manifest.json, and none was found "
-                         "beside the file or above it; set model.responses_manifest=<export folder>/manifest.json")
+                         "probe set it answers is checked against the export's manifest-openai_batch.json, and none "
+                         "was found beside the file or above it; set "
+                         "model.responses_manifest=<export folder>/manifest-openai_batch.json")
+    if manifest is not None:
+        reading["manifest"] = manifest[0]
     if not model_cfg.get("responses_no_image_path"):
         return import_responses(model_cfg.responses_path, probes, answer_cfg, skipped_ids, **reading)
     return _with_no_image_file(model_cfg.responses_path, model_cfg.responses_no_image_path, probes, answer_cfg,
@@ -304,12 +314,28 @@ def import_model_responses(probes: Sequence, model_cfg, answer_cfg, skipped_ids:
 
 def export_manifest(model_cfg):
     """The manifest of the export a ``responses`` model's replies answer: ``model.responses_manifest``,
-    else one found beside the reply file or above it; None for a harness's own file (no export)."""
+    else the format's found beside the reply file or above it; None for a harness's own file (no export)."""
+    from medexp.answers.formats import harness_format
     from medexp.answers.formats.manifest import find_manifest, read_manifest
 
     named = model_cfg.get("responses_manifest")
-    path = Path(named) if named else find_manifest(model_cfg.responses_path)
+    fmt = harness_format(ResponsesFormat(model_cfg.get("responses_format") or ResponsesFormat.medexp).value).name
+    path = Path(named) if named else find_manifest(model_cfg.responses_path, fmt)
     return (path, read_manifest(path)) if path is not None else None
+
+
+def export_folder(replies: str | Path, fmt: ResponsesFormat, manifest: Optional[Path] = None) -> Optional[ExportFolder]:
+    """The export the replies at ``replies`` answer (``manifest``, else the format's manifest found
+    beside them or above), with the absolute paths of the files it wrote; None for a harness's own file."""
+    from medexp.answers.formats import harness_format
+    from medexp.answers.formats.manifest import find_manifest, read_manifest
+
+    path = manifest if manifest is not None else find_manifest(replies, harness_format(fmt.value).name)
+    if path is None:
+        return None
+    record = read_manifest(path)
+    folder = Path(path).resolve().parent
+    return ExportFolder(record, frozenset((folder / name).resolve() for name in record.files))
 
 
 def _check_export(manifest, probe_set: str, fmt: ResponsesFormat, answer_cfg) -> None:

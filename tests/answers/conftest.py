@@ -56,3 +56,19 @@ def chat_server():
     """A started :class:`ChatServer` (set ``answer``, ``latency``, faults on it in the test)."""
     with ChatServer() as server:
         yield server
+
+
+@pytest.fixture()
+def demo_export(demo_cache, tmp_path):
+    """``export(fmt, detector, *overrides, out=None)``: python -m medexp.export of a small demo cell
+    (into ``out``, else a folder of its own); its folder."""
+    from medexp.export import main as export_main
+
+    def export(fmt: str, detector: str = "option_order", *overrides: str, out: Optional[Path] = None) -> Path:
+        out = out or tmp_path / f"{fmt}-{detector}-{len(overrides)}"
+        status = export_main([f"paths.cache_dir={demo_cache}", "bench.max_examples=6", f"detector={detector}",
+                              f"format={fmt}", f"out={out}", *overrides])
+        assert status == 0
+        return out
+
+    return export

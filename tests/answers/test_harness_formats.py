@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -17,11 +16,11 @@ from medexp.answers import import_responses
 from medexp.answers.coverage import require_answered
 from medexp.answers.formats import ALIASES, FORMATS, harness_format
 from medexp.answers.formats.manifest import ProbeSetMismatch, read_manifest
-from medexp.config import compose
 from medexp.config.schemas.model import ResponsesFormat
 from medexp.export import main as export_main
 from tests.answers.conftest import OPTIONS, choice_probe, text_probe, write_png
-from tests.answers.judging import judged, judged_import, judged_model_import
+from tests.answers.exports import imported, jsonl_replies, manifest_of
+from tests.answers.judging import judged, judged_import
 
 
 def test_every_responses_format_reaches_a_format_that_names_itself():
@@ -30,7 +29,7 @@ def test_every_responses_format_reaches_a_format_that_names_itself():
     for name in FORMATS:
         loaded = harness_format(name)
         assert loaded.name == name and callable(loaded.write) and callable(loaded.read)
-    with pytest.raises(ValueError, match="no harness format 'excel'; formats: \\['jsonl', 'llava_med'"):
+    with pytest.raises(ValueError, match="no harness format 'excel'; formats: \\['inspect_ai', 'jsonl', 'llava_med'"):
         harness_format("excel")
 
 
@@ -98,15 +97,20 @@ def test_lmms_eval_07_samples_of_an_exported_task_join_by_doc_id_checked_by_targ
     folder.mkdir(parents=True)
     path = folder / "20261128_101500_samples_medexp_demo_option_order_0123abcd.jsonl"
     path.write_text("".join(lmms_eval_07_sample(i, "B", reply, "prompt") + "\n" for i, reply in enumerate("BAB")))
-    table = judged_import(tmp_path / "lmms_out", probes, answer_cfg, fmt="lmms_eval", probe_set="0123abcd" + "0" * 24)
+    with pytest.raises(ValueError, match="the samples name task medexp_demo_option_order_0123abcd, an export's, and no "
+                                         "manifest of this format was found"):
+        import_responses(path, probes, answer_cfg, fmt="lmms_eval")
+    manifest = manifest_of(tmp_path, "lmms_eval", "0123abcd" + "0" * 24, 3)
+    table = judged_import(tmp_path / "lmms_out", probes, answer_cfg, fmt="lmms_eval", probe_set="0123abcd" + "0" * 24,
+                          manifest=manifest)
     assert list(table["choice"]) == ["B", "A", "B"] and list(table["correct"]) == [True, False, True]
     # the task's name carries another probe set's hash
     with pytest.raises(ProbeSetMismatch, match="answers probe set 0123abcd, and this cell's probe set is ffff"):
-        import_responses(path, probes, answer_cfg, fmt="lmms_eval", probe_set="f" * 32)
+        import_responses(path, probes, answer_cfg, fmt="lmms_eval", probe_set="f" * 32, manifest=manifest)
     # a doc out of place: its target is not its probe's gold
     probes[1] = choice_probe(example_id="ex1", gold="C")
     with pytest.raises(ValueError, match="doc_id 1 has target 'B', and this cell's probe 1 .* has gold 'C'"):
-        import_responses(path, probes, answer_cfg, fmt="lmms_eval")
+        import_responses(path, probes, answer_cfg, fmt="lmms_eval", manifest=manifest)
 
 
 def test_lmms_eval_07_samples_of_its_own_task_join_by_the_prompt_its_instruction_set_aside(tmp_path, answer_cfg):
@@ -121,23 +125,9 @@ def test_lmms_eval_07_samples_of_its_own_task_join_by_the_prompt_its_instruction
 
 
 # ------------------------------------------------------------------------------- the files written
-@pytest.fixture()
-def demo_export(demo_cache, tmp_path):
-    """``export(fmt, detector, *overrides)``: python -m medexp.export of a small demo cell; its folder."""
-
-    def export(fmt: str, detector: str = "option_order", *overrides: str) -> Path:
-        out = tmp_path / f"{fmt}-{detector}-{len(overrides)}"
-        status = export_main([f"paths.cache_dir={demo_cache}", "bench.max_examples=6", f"detector={detector}",
-                              f"format={fmt}", f"out={out}", *overrides])
-        assert status == 0
-        return out
-
-    return export
-
-
 def test_vlmevalkit_datasets_share_each_image_by_index_and_keep_text_rows_apart(demo_export):
     both = demo_export("vlmevalkit", "text_only")  # original (image) and text_only (no image) probes
-    manifest = read_manifest(both / "manifest.json")
+    manifest = read_manifest(both / "manifest-vlmevalkit.json")
     name = f"medexp_demo_text_only_{manifest.probe_set[:8]}"
     images = pd.read_csv(both / f"{name}.tsv", sep="\t", dtype=str)
     text = pd.read_csv(both / f"{name}_TEXT.tsv", sep="\t", dtype=str)
@@ -170,30 +160,11 @@ def test_export_names_a_detector_that_asks_nothing_and_a_likelihood_cell(demo_ca
 
 
 # ------------------------------------------------------------------------ replies to the wrong probes
-def jsonl_replies(export: Path, reply=lambda probe: probe["gold"], keep=lambda probe: True) -> Path:
-    """Replies to an export's probes.jsonl, written beside its manifest."""
-    probes = [json.loads(line) for line in (export / "probes.jsonl").read_text().splitlines()]
-    path = export / "replies.jsonl"
-    path.write_text("".join(json.dumps({"probe_id": probe["probe_id"], "response": reply(probe)}) + "\n"
-                            for probe in probes if keep(probe)))
-    return path
-
-
-def imported(demo_cache, replies: Path, fmt: str, *overrides: str):
-    cfg = compose([f"paths.cache_dir={demo_cache}", "bench.max_examples=6", "detector=option_order", "model=responses",
-                   f"model.responses_path={replies}", f"model.responses_format={fmt}", *overrides])
-    from medexp.evaluators.mmdetect import option_order_probes
-    from medexp.export import _context
-
-    probes = option_order_probes(_context(cfg)).probes
-    return judged_model_import(probes, cfg.model, cfg.detector.answer, cache_dir=demo_cache)
-
-
 def test_replies_to_another_probe_set_are_refused_naming_both_hashes(demo_export, demo_cache):
     export = demo_export("jsonl")
     replies = jsonl_replies(export)
     assert list(imported(demo_cache, replies, "jsonl")["correct"]) == [True] * 12
-    exported = read_manifest(export / "manifest.json").probe_set
+    exported = read_manifest(export / "manifest-jsonl.json").probe_set
     with pytest.raises(ProbeSetMismatch, match=f"answers probe set {exported}, and this cell's probe set is [0-9a-f]{{32}}"):
         imported(demo_cache, replies, "jsonl", "seed=1")  # the same probe ids, other shuffles
 
@@ -212,7 +183,7 @@ def test_a_batch_output_without_its_manifest_is_refused(demo_export, demo_cache,
     elsewhere.write_text("".join(batch_line(request["custom_id"], "A") + "\n" for request in requests))
     with pytest.raises(ValueError, match="names its probes by custom_id only.*set model.responses_manifest="):
         imported(demo_cache, elsewhere, "openai_batch")
-    table = imported(demo_cache, elsewhere, "openai_batch", f"model.responses_manifest={export / 'manifest.json'}")
+    table = imported(demo_cache, elsewhere, "openai_batch", f"model.responses_manifest={export / 'manifest-openai_batch.json'}")
     assert list(table["status"]) == ["ok"] * len(requests)
 
 
@@ -228,7 +199,7 @@ def test_a_partial_reply_file_gives_counts_and_no_verdict(demo_export, demo_cach
 
 def test_a_foreign_reply_file_is_refused_with_the_line(demo_export, demo_cache):
     replies = jsonl_replies(demo_export("jsonl", "text_only"))  # another detector's export, read for option_order
-    (replies.parent / "manifest.json").unlink()
+    (replies.parent / "manifest-jsonl.json").unlink()
     with pytest.raises(ValueError, match="replies.jsonl:1: probe_id 'demo::test::00000::original' is not|"
                                          "replies.jsonl:2: probe_id 'demo::test::00000::text_only' is not in this cell's"):
         imported(demo_cache, replies, "jsonl")

@@ -86,27 +86,37 @@ def test_a_vlmevalkit_tsv_sheet_joins_by_index_and_keeps_failed_rows_as_errors(t
 
 
 def test_a_vlmevalkit_xlsx_sheet_reads_like_its_tsv(tmp_path, answer_cfg):
-    pytest.importorskip("openpyxl")
     path = tmp_path / "Qwen2.5-VL-7B-Instruct_MMStar.xlsx"
     vlmevalkit_sheet().to_excel(path, index=False)
     table = judged_import(path, mmstar_probes(), answer_cfg, fmt="vlmevalkit")
     assert list(table["choice"]) == ["A", "B", None, "D"]
 
 
-def test_an_xlsx_sheet_without_openpyxl_is_refused_with_the_way_out(tmp_path, answer_cfg):
-    try:
-        import openpyxl  # noqa: F401
-        pytest.skip("openpyxl is installed: the sheet is read")
-    except ImportError:
-        pass
-    import zipfile
-
-    path = tmp_path / "model_MMStar.xlsx"
-    with zipfile.ZipFile(path, "w") as archive:  # the parts by which a reader tells an .xlsx workbook
-        archive.writestr("[Content_Types].xml", "<Types/>")
-        archive.writestr("xl/workbook.xml", "<workbook/>")
-    with pytest.raises(ValueError, match="reading an .xlsx sheet needs openpyxl .* or save the sheet as .tsv"):
+def test_a_harness_sheet_whose_options_or_gold_are_not_the_probes_is_refused(tmp_path, answer_cfg):
+    path = tmp_path / "model_MMStar.tsv"
+    sheet = vlmevalkit_sheet()
+    sheet.loc[[1, 3], ["A", "B"]] = sheet.loc[[1, 3], ["B", "A"]].to_numpy()  # a release in another option order
+    sheet.loc[0, "answer"] = "B"  # another gold
+    sheet.to_csv(path, sep="\t", index=False)
+    with pytest.raises(ValueError, match=r"3 of 4 joined rows carry other options or another gold than the cell's "
+                                         r"probe .*row 1: gold 'B' and probe mmstar::test::0::original has gold 'A'; "
+                                         r".*row 2: options \['Pleural effusion', 'Pneumonia'"):
         import_responses(path, mmstar_probes(), answer_cfg, fmt="vlmevalkit")
+    retyped = vlmevalkit_sheet()
+    retyped["A"] = retyped["A"].str.upper() + "  "  # case and spacing aside, the same options
+    retyped.to_csv(path, sep="\t", index=False)
+    assert list(judged_import(path, mmstar_probes(), answer_cfg, fmt="vlmevalkit")["correct"]) == [True, True, False,
+                                                                                                   True]
+
+
+def test_lmms_eval_samples_whose_target_is_not_the_gold_are_refused(tmp_path, answer_cfg):
+    path = tmp_path / "20261202_samples_slake_en.jsonl"
+    golds = {1: "Heart", 2: ANSWERS[2]}  # lmms-eval's copy holds another answer to question 1
+    path.write_text("".join(lmms_eval_generation_line(i, QUESTIONS[i], gold, 11934 + i, gold) + "\n"
+                            for i, gold in golds.items()))
+    with pytest.raises(ValueError, match="1 of 2 joined rows .*gold 'Heart' and probe slake::test::11935::original has "
+                                         "gold 'Lung'"):
+        import_responses(path, slake_probes(), answer_cfg, fmt="lmms_eval")
 
 
 def llava_med_line(question_id, prompt: str, text: str) -> str:

@@ -11,12 +11,16 @@ same model gives when medexp asks it itself: every metric, the p-value included.
   (and wording: the in-process cell is given VLMEvalKit's prompt as its answer templates) or the
   lmms-eval task folder (its YAML, data file and utils.py), and writes the reply JSONL, the
   prediction sheets, or lmms-eval 0.7's samples file; the in-process cell asks the model white box.
+- ``inspect_ai`` (issue 56): Inspect itself (``inspect eval``, inspect-ai from the lock) runs the
+  exported task file against the scripted server and writes its eval log, which the import reads
+  with Inspect's own ``read_eval_log``; the in-process cell asks the same server.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import os
 import re
 import subprocess
 import sys
@@ -97,6 +101,25 @@ def test_a_batch_export_answered_through_a_server_imports_to_the_served_cells_re
                         out / "output.jsonl"], check=True, timeout=600)
     imported = cell(demo_cache, "model=responses", "model.name=scripted", "model.responses_format=openai_batch",
                     f"model.responses_path={out / 'output.jsonl'}", f"detector={detector}")
+    same(asked, imported)
+    assert imported["n_answered"] == imported["n_probes"] > 0
+
+
+@pytest.mark.parametrize("detector", DETECTORS)
+def test_an_inspect_task_run_by_inspect_itself_imports_to_the_served_cells_result(detector, demo_cache, tmp_path):
+    inspect = Path(sys.executable).parent / "inspect"  # inspect-ai's command, installed with the lock
+    with ChatServer(answer=scripted_reply) as server:
+        served = ("model=openai_compatible", f"model.base_url={server.base_url}", "model.name=scripted",
+                  "model.pretrained=scripted-vlm", f"detector={detector}")
+        asked = cell(demo_cache, *served)
+        out = export(demo_cache, tmp_path / "export", "inspect_ai", detector)
+        task_file = next(out.glob("medexp_*.py"))
+        subprocess.run([inspect, "eval", task_file.name, "--model", "openai/scripted-vlm", "--model-base-url",
+                        server.base_url, "--log-dir", "logs", "--display", "none"], cwd=out, check=True, timeout=600,
+                       env={**os.environ, "OPENAI_API_KEY": "not-checked"})
+        assert len(server.requests) == 2 * len(list((out / task_file.with_suffix(".jsonl").name).open()))
+    imported = cell(demo_cache, "model=responses", "model.name=scripted", "model.responses_format=inspect_ai",
+                    f"model.responses_path={out / 'logs'}", f"detector={detector}")
     same(asked, imported)
     assert imported["n_answered"] == imported["n_probes"] > 0
 

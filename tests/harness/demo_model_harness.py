@@ -75,7 +75,7 @@ def rgb(path_or_bytes) -> Image.Image:
 
 def answer_jsonl(export: Path, model: Model, output: Path) -> None:
     """Replies to probes.jsonl, decoded with the manifest's max_new_tokens (a script's own choice)."""
-    max_new_tokens = json.loads((export / "manifest.json").read_text())["answer"]["max_new_tokens"]
+    max_new_tokens = json.loads((export / "manifest-jsonl.json").read_text())["answer"]["max_new_tokens"]
     with (export / "probes.jsonl").open(encoding="utf-8") as probes, output.open("w", encoding="utf-8") as replies:
         for line in probes:
             probe = json.loads(line)
@@ -98,7 +98,7 @@ def vlmevalkit_prompt(row: pd.Series) -> str:
 def answer_vlmevalkit(export: Path, model: Model, output: Path) -> None:
     """Prediction sheets of every dataset TSV; VLMEvalKit's model wrappers choose their own
     decoding: here the manifest's max_new_tokens, greedy."""
-    max_new_tokens = json.loads((export / "manifest.json").read_text())["answer"]["max_new_tokens"]
+    max_new_tokens = json.loads((export / "manifest-vlmevalkit.json").read_text())["answer"]["max_new_tokens"]
     output.mkdir(parents=True, exist_ok=True)
     for dataset in sorted(export.glob("*.tsv")):
         data = pd.read_csv(dataset, sep="\t")

@@ -14,6 +14,7 @@ FORMATS = {
     "lmms_eval": "medexp.answers.formats.lmms_eval:FORMAT",
     "jsonl": "medexp.answers.formats.jsonl:FORMAT",
     "llava_med": "medexp.answers.formats.llava_med:FORMAT",
+    "inspect_ai": "medexp.answers.formats.inspect_ai:FORMAT",
 }
 ALIASES = {"medexp": "jsonl"}  # model.responses_format=medexp, the name of medexp's reply JSONL before exports
 

@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 log = logging.getLogger("medexp")
 
@@ -32,6 +32,7 @@ REPLY = "response"  # the record field holding a harness line's raw reply
 PROBE_SET = "probe_set"  # the field (column, doc key) of an exported row naming its probe set's hash
 PROBE_ID = "probe_id"  # the field (column, doc key) of an exported row naming its probe
 IMAGES = "images"  # the folder of an export holding the probes' images, by content
+MANIFEST = "manifest-{format}.json"  # an export's manifest, one per format (medexp.answers.formats.manifest)
 ORIGINAL_KINDS = ("original",)  # a harness run on the release asked each question as released
 
 ReplyRecord = tuple[int, str, dict]
@@ -78,18 +79,35 @@ class Export:
     name: str
     probe_set: str
     model_id: str
+    options: Mapping[str, Any] = field(default_factory=dict)  # the format's own options (format_options)
 
 
 @dataclass(frozen=True)
 class Reading:
     """What a reader is handed: the reply file (or a folder of them), the cell's probes, the id
-    field and join a harness's own file is read with (None: the format's), and the bad lines."""
+    field and join a harness's own file is read with (None: the format's), the bad lines, and
+    the export the replies answer, as the import found it (None: a harness's own file, run on
+    the release): the readers do not guess it from the rows."""
 
     path: Path
     probes: Sequence
     id_field: Optional[str]
     join: Any  # ItemJoin or None
     bad: BadLines
+    export: Optional["ExportFolder"] = None
+
+    @property
+    def exported(self) -> bool:
+        return self.export is not None
+
+
+@dataclass(frozen=True)
+class ExportFolder:
+    """An export the replies answer: its manifest and the files it wrote (absolute paths), which
+    are never replies: a folder holding only them has no replies yet."""
+
+    manifest: Any  # medexp.answers.formats.manifest.Manifest
+    files: frozenset[Path]
 
 
 WORDING = ("system_prompt", "choice_template", "option_line", "free_text_template")  # answer settings of the prompt text
@@ -109,6 +127,7 @@ class HarnessFormat:
     write: Callable[[Export], list[Path]]
     read: Callable[[Reading], Iterator[ReplyRecord]]
     carries: tuple[str, ...] = WORDING
+    options: Mapping[str, Any] = field(default_factory=dict)  # option -> default, given as format_options.<name>=
 
 
 def json_lines(path: Path, bad: Optional[BadLines]) -> Iterator[ReplyRecord]:
@@ -123,10 +142,10 @@ def json_lines(path: Path, bad: Optional[BadLines]) -> Iterator[ReplyRecord]:
             bad.add(BadLine(where, record.reason, record.detail, number))
 
 
-def named_lines(reading: Reading, name: str) -> Iterator[ReplyRecord]:
-    """Every JSON-object line of the reply file(s) (``*.jsonl`` under a folder) naming its probe by
-    a non-empty string ``name``; the other lines go to ``reading.bad`` ("no <name>")."""
-    for path in files_under(reading.path, "*.jsonl"):
+def named_lines(reading: Reading, name: str, paths: Optional[Sequence[Path]] = None) -> Iterator[ReplyRecord]:
+    """Every JSON-object line of the reply file(s) (``paths``, else the ``*.jsonl`` under a folder)
+    naming its probe by a non-empty string ``name``; the other lines go to ``reading.bad`` ("no <name>")."""
+    for path in paths if paths is not None else reply_files(reading, "*.jsonl"):
         for number, where, line in json_lines(path, reading.bad):
             if not isinstance(line.get(name), str) or not line[name]:
                 reading.bad.add(BadLine(where, f"no {name}", f"no non-empty string {name} in {sorted(line)}", number))
@@ -161,7 +180,11 @@ def write_text(path: Path, text: str) -> Path:
 
 def copy_images(probes: Sequence, out: Path) -> dict[str, str]:
     """Each distinct probe image copied into ``out/images/`` under its content hash (derived images
-    included), as a path relative to ``out`` by probe id; probes without an image are left out."""
+    included), as a path relative to ``out`` by probe id; probes without an image are left out.
+    A copy is written beside its target and renamed onto it, so an interrupted export leaves no
+    partial image; an image already there is kept only when its bytes are its name's hash (an
+    export resumed over one an older writer cut short copies it again)."""
+    from medexp.kernel.atomic import atomic_path
     from medexp.kernel.hashing import file_sha256
 
     folder = out / IMAGES
@@ -173,27 +196,54 @@ def copy_images(probes: Sequence, out: Path) -> dict[str, str]:
             continue
         source = Path(probe.image)
         if source not in by_source:
-            name = f"{file_sha256(source)}{source.suffix.lower()}"
-            target = folder / name
-            if not target.exists():
-                shutil.copyfile(source, target)
-                target.chmod(0o644)
-            by_source[source] = f"{IMAGES}/{name}"
+            digest = file_sha256(source)
+            target = folder / f"{digest}{source.suffix.lower()}"
+            if not target.is_file() or file_sha256(target) != digest:
+                with atomic_path(target) as partial:
+                    shutil.copyfile(source, partial)
+                    partial.chmod(0o644)
+            by_source[source] = f"{IMAGES}/{target.name}"
         names[probe.probe_id] = by_source[source]
     return names
 
 
-def files_under(path: Path, pattern: str) -> list[Path]:
-    """``path`` itself, or the files under the folder ``path`` matching ``pattern`` (sorted); an
-    error naming the folder when none does."""
+def image_files(root: Path, names: dict[str, str]) -> list[Path]:
+    """The image files :func:`copy_images` wrote under ``root`` (each once, sorted): the export
+    lists them with their SHA-256 in its manifest."""
+    return [root / name for name in sorted(set(names.values()))]
+
+
+def reply_files(reading: Reading, *patterns: str) -> list[Path]:
+    """The reply file ``reading.path``, or the files under that folder matching one of ``patterns``
+    (sorted, each once: a link to a file also found under its own name is left out), without the
+    files the export wrote and its manifests; an error naming the folder when none is left, or when the file named
+    is one the export wrote (its requests, its questions: not replies)."""
+    path = reading.path
+    written = reading.export.files if reading.export is not None else frozenset()
     if path.is_file():
+        if path.resolve() in written:
+            raise ValueError(f"{path} is a file the export wrote for the harness ({reading.export.manifest.format}), "
+                             "not the harness's replies: run the harness on it and name its output")
         return [path]
     if not path.is_dir():
         raise FileNotFoundError(f"no reply file or folder at {path}")
-    found = sorted(candidate for candidate in path.rglob(pattern) if candidate.is_file())
+    found: dict[Path, Path] = {}
+    for candidate in sorted(found_path for pattern in patterns for found_path in path.rglob(pattern)):
+        real = candidate.resolve()
+        if candidate.is_file() and real not in written and not candidate.match(MANIFEST.format(format="*")):
+            found.setdefault(real, candidate)
     if not found:
-        raise FileNotFoundError(f"{path}: no reply file matching {pattern!r} in this folder")
-    return found
+        holds = " (only the export's own files: the harness has not answered it yet)" if written else ""
+        raise FileNotFoundError(f"{path}: no reply file matching {' or '.join(patterns)} in this folder{holds}")
+    return sorted(found.values())
+
+
+def no_manifest(reading: Reading, where: str, sign: str) -> ValueError:
+    """The error for replies that name an export (``sign``: how) when the import found no manifest
+    of this format: without it they cannot be told from a harness's own file, nor checked."""
+    return ValueError(f"{where}: {sign}, an export's, and no manifest of this format was found beside "
+                      f"{reading.path} or above it; set "
+                      "model.responses_manifest=<export folder>/manifest-<format>.json")
 
 
 def reply_record(probe_id: Any, reply: Any, probe_set: Any = None, status: Optional[str] = None,
@@ -208,12 +258,16 @@ def reply_record(probe_id: Any, reply: Any, probe_set: Any = None, status: Optio
 
 
 def join_originals(reading: Reading, rows: Iterable[tuple[int, str, dict]], default: tuple[str, str],
-                   reply_of: Callable[[dict], tuple[Any, Optional[str]]]) -> Iterator[ReplyRecord]:
+                   reply_of: Callable[[dict], tuple[Any, Optional[str]]],
+                   carried: Optional[Callable[[dict], "Carried"]] = None) -> Iterator[ReplyRecord]:
     """Reply records of a harness's own file: each row answers the original probe of the example
     it names by ``reading.id_field`` under ``reading.join`` (``default``: the format's field and
     join); ``reply_of(row)`` is its reply and the error it records instead. A row naming no
     example (``unmatched``), several (``ambiguous``), none at all (``no id``) or without a text
-    reply (``no reply field``) is a bad line."""
+    reply (``no reply field``) is a bad line. ``carried(row)``: the options and gold the row itself
+    holds, which must agree with its probe's (:func:`disagreement`): a file with any row that
+    disagrees is refused, naming the first rows and the count (the release's option order or
+    gold is not medexp's, and every reply would be judged against the wrong option)."""
     from medexp.benchmarks.external_ids import IdScheme, ItemLookup, dotted_field
     from medexp.config.schemas.model import ItemJoin
 
@@ -229,6 +283,8 @@ def join_originals(reading: Reading, rows: Iterable[tuple[int, str, dict]], defa
     lookup = ItemLookup(tuple((probe.example_id, probe.question, None, upstream_id(probe)) for probe in originals),
                         IdScheme(name, name))
     by_example = {probe.example_id: probe for probe in originals}
+    disagreeing: list[str] = []
+    joined = 0
     for number, where, row in rows:
         identifier = dotted_field(row, id_field)
         if identifier is None or (isinstance(identifier, str) and not identifier.strip()):
@@ -244,8 +300,48 @@ def join_originals(reading: Reading, rows: Iterable[tuple[int, str, dict]], defa
         if not isinstance(reply, str):
             reading.bad.add(BadLine(where, "no reply field", "no text reply in this line", number))
             continue
+        probe = by_example[example_id]
+        if carried is not None and (problem := disagreement(probe, carried(row))):
+            disagreeing.append(f"{where}: {problem}")
+        joined += 1
         status = ("error", error) if error is not None else (None, None)
-        yield number, where, reply_record(by_example[example_id].probe_id, reply, None, *status)
+        yield number, where, reply_record(probe.probe_id, reply, None, *status)
+    if disagreeing:
+        raise ValueError(f"{reading.path}: {len(disagreeing)} of {joined} joined rows carry other options or another "
+                         f"gold than the cell's probe (the release's order or answers are not the ones medexp asks): "
+                         f"{'; '.join(disagreeing[:3])}")
+
+
+@dataclass(frozen=True)
+class Carried:
+    """The options (in the row's order; None: the row carries none) and the gold (a letter, an
+    option's text or a free-text answer; None: none) a harness's own row holds."""
+
+    options: Optional[list[str]] = None
+    gold: Optional[str] = None
+
+
+def normalised(text: Any) -> str:
+    """Text compared as a harness may have re-typed it: case, surrounding and repeated whitespace aside."""
+    return " ".join(str(text).split()).casefold()
+
+
+def disagreement(probe, carried: Carried) -> Optional[str]:
+    """How the options or gold a row carries differ from its probe's (normalised), or None. A gold
+    is the probe's gold letter or, for a choice probe, the text of its gold option."""
+    from medexp.benchmarks.options import LETTERS
+
+    if carried.options is not None and probe.options is not None:
+        theirs, ours = [normalised(option) for option in carried.options], [normalised(o) for o in probe.options]
+        if theirs != ours:
+            return f"options {carried.options} and probe {probe.probe_id} has {list(probe.options)}"
+    if carried.gold is not None and str(carried.gold).strip():
+        accepted = {normalised(probe.gold)}
+        if probe.options is not None and probe.gold in LETTERS[:len(probe.options)]:
+            accepted.add(normalised(probe.options[LETTERS.index(probe.gold)]))
+        if normalised(carried.gold) not in accepted:
+            return f"gold {carried.gold!r} and probe {probe.probe_id} has gold {probe.gold!r}"
+    return None
 
 
 def upstream_id(probe) -> Any:

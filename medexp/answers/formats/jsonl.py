@@ -19,7 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from medexp.answers.formats.base import (
-    PROBE_ID, Export, HarnessFormat, Reading, ReplyRecord, copy_images, named_lines, probe_line, write_json_lines,
+    PROBE_ID, Export, HarnessFormat, Reading, ReplyRecord, copy_images, image_files, named_lines, probe_line,
+    write_json_lines,
 )
 
 PROBES = "probes.jsonl"
@@ -29,7 +30,7 @@ def write(export: Export) -> list[Path]:
     images = copy_images(export.probes, export.out)
     lines = ({**probe_line(probe, export, images.get(probe.probe_id)), "example_id": probe.example_id}
              for probe in export.probes)
-    return [write_json_lines(export.out / PROBES, lines)]
+    return [write_json_lines(export.out / PROBES, lines), *image_files(export.out, images)]
 
 
 def read(reading: Reading) -> Iterator[ReplyRecord]:

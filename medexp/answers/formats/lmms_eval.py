@@ -29,44 +29,53 @@ appends to it set aside.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from medexp.answers.formats.base import (
-    PROBE_ID, PROBE_SET, WORDING, BadLine, Export, HarnessFormat, Reading, ReplyRecord, copy_images, files_under,
-    join_originals, json_lines, probe_line, reply_record, write_json_lines, write_text,
+    PROBE_ID, PROBE_SET, WORDING, BadLine, Carried, Export, HarnessFormat, Reading, ReplyRecord, copy_images,
+    image_files, join_originals, json_lines, no_manifest, probe_line, reply_files, reply_record, write_json_lines,
+    write_text,
 )
 
 OWN_ID = ("doc.question", "question")  # lmms-eval's own task: its doc_id indexes its copy, not the release
 # An exported task's name, medexp_<bench>_<detector>_<the probe set's hash, 8 digits> (medexp.export)
 EXPORTED_TASK = re.compile(r"medexp_.+_(?P<probe_set>[0-9a-f]{8})")
 
-TASK_YAML = """# An lmms-eval task written by python -m medexp.export (probe set {probe_set}).
+TASK_HEADER = """# An lmms-eval task written by python -m medexp.export (probe set {probe_set}).
 # lmms-eval --model <model> --model_args <...> --include_path {include} --tasks {name} --log_samples --output_path <out>
-task: {name}
-dataset_path: json
-dataset_kwargs:
-  data_files:
-    test: {data_file}
-test_split: test
-output_type: generate_until
-doc_to_visual: !function utils.doc_to_visual
-doc_to_text: !function utils.doc_to_text
-doc_to_target: gold
-process_results: !function utils.process_results
-generation_kwargs:
-  max_new_tokens: {max_new_tokens}
-  temperature: {temperature}
-  do_sample: {do_sample}
-metric_list:
-  - metric: exact_match
-    aggregation: mean
-    higher_is_better: true
-metadata:
-  version: 0.0
-  probe_set: {probe_set}
 """
+
+
+class FunctionTag(str):
+    """A YAML scalar lmms-eval's task loader reads as a function of the task's utils.py (``!function utils.<name>``)."""
+
+
+def task_yaml(export: Export, data_file: Path) -> str:
+    """The task's YAML, written by PyYAML (a path holding ``: `` or ``#`` stays one quoted scalar)."""
+    import yaml
+
+    class TaskDumper(yaml.SafeDumper):
+        pass
+
+    TaskDumper.add_representer(FunctionTag, lambda dumper, tag: dumper.represent_scalar("!function", str(tag)))
+    answer = export.answer_cfg
+    task = {
+        "task": export.name, "dataset_path": "json", "dataset_kwargs": {"data_files": {"test": str(data_file)}},
+        "test_split": "test", "output_type": "generate_until",
+        "doc_to_visual": FunctionTag("utils.doc_to_visual"), "doc_to_text": FunctionTag("utils.doc_to_text"),
+        "doc_to_target": "gold", "process_results": FunctionTag("utils.process_results"),
+        "generation_kwargs": {"max_new_tokens": int(answer.max_new_tokens), "temperature": float(answer.temperature),
+                              "do_sample": float(answer.temperature) > 0},
+        "metric_list": [{"metric": "exact_match", "aggregation": "mean", "higher_is_better": True}],
+        "metadata": {"version": 0.0, "probe_set": export.probe_set},
+    }
+    header = TASK_HEADER.format(probe_set=export.probe_set, include=shlex.quote(str(export.out.resolve())),
+                                name=export.name)
+    return header + yaml.dump(task, Dumper=TaskDumper, sort_keys=False, allow_unicode=True)
+
 
 UTILS = '''"""The functions of an lmms-eval task written by python -m medexp.export: each doc is one probe."""
 
@@ -102,27 +111,21 @@ def write(export: Export) -> list[Path]:
     images = copy_images(export.probes, folder)
     docs = (probe_line(probe, export, images.get(probe.probe_id, "")) for probe in export.probes)
     data = write_json_lines(folder / f"{export.name}.jsonl", docs)
-    answer = export.answer_cfg
-    sampling = float(answer.temperature) > 0
-    task = folder / f"{export.name}.yaml"
-    text = TASK_YAML.format(
-        name=export.name, probe_set=export.probe_set, include=export.out.resolve(), data_file=data.resolve(),
-        max_new_tokens=int(answer.max_new_tokens), temperature=float(answer.temperature),
-        do_sample=str(sampling).lower())
-    write_text(task, text)
-    utils = folder / "utils.py"
-    write_text(utils, UTILS)
-    return [task, data, utils]
+    task = write_text(folder / f"{export.name}.yaml", task_yaml(export, data.resolve()))
+    utils = write_text(folder / "utils.py", UTILS)
+    return [task, data, utils, *image_files(folder, images)]
 
 
 def read(reading: Reading) -> Iterator[ReplyRecord]:
-    for path in files_under(reading.path, "*samples_*.jsonl"):
+    for path in reply_files(reading, "*samples_*.jsonl"):
         rows = list(json_lines(path, reading.bad))
         task = EXPORTED_TASK.fullmatch(path.name.split("samples_", 1)[-1].removesuffix(".jsonl"))
-        if task is None and not any(_probe_id(sample) for _, _, sample in rows):
+        if not reading.exported and task is not None:
+            raise no_manifest(reading, str(path), f"the samples name task {task.group(0)}")
+        if not reading.exported:
             kept_doc = any(isinstance(sample.get("doc"), dict) for _, _, sample in rows)
             own = OWN_ID if kept_doc else ("input", "question")
-            yield from join_originals(reading, rows, own, lambda sample: (_reply(sample), None))
+            yield from join_originals(reading, rows, own, lambda sample: (_reply(sample), None), _carried)
             continue
         probe_set = task.group("probe_set") if task else None
         for number, where, sample in rows:  # an exported task's samples
@@ -136,6 +139,12 @@ def read(reading: Reading) -> Iterator[ReplyRecord]:
             else:
                 doc = sample.get("doc") if isinstance(sample.get("doc"), dict) else {}
                 yield number, where, reply_record(probe_id, reply, doc.get(PROBE_SET) or probe_set)
+
+
+def _carried(sample: dict) -> Carried:
+    """The gold a sample of lmms-eval's own task carries: its ``target``."""
+    target = sample.get("target")
+    return Carried(gold=target if isinstance(target, (str, int)) and not isinstance(target, bool) else None)
 
 
 def _probe_id(sample: dict) -> Any:

@@ -1,10 +1,15 @@
 """VLMEvalKit: custom dataset TSVs out, its prediction sheets back.
 
-Written: VLMEvalKit custom datasets, one TSV per kind of row VLMEvalKit's dataset classes tell
-apart: ``<name>.tsv`` (image questions with options: ``CustomMCQDataset``), ``<name>_VQA.tsv``
-(image questions without options: ``CustomVQADataset``), ``<name>_TEXT.tsv`` (text-only questions
-with options, no ``image`` column: ``CustomTextMCQDataset``; VLMEvalKit's image datasets drop a
-row without an image, ``skip_noimg``). Columns: ``index`` (the probe's place in the probe set, an
+Written: VLMEvalKit custom datasets, one TSV per kind of row VLMEvalKit tells apart. Its
+``build_dataset`` picks a custom dataset's class by the columns (``A`` and ``B``: multiple choice;
+an ``image`` column: an image dataset), and ``DATASET_TYPE`` (which chooses the prompt and the
+evaluation) by the *name*: a custom dataset is open-ended (``VQA``) only when its name contains
+``openended``, else multiple choice. So: ``<name>.tsv`` (image questions with options:
+``CustomMCQDataset``), ``<name>_openended.tsv`` (image questions without options:
+``CustomVQADataset``, type VQA), ``<name>_TEXT.tsv`` (text-only questions with options, no ``image``
+column: ``CustomTextMCQDataset``; VLMEvalKit's image datasets drop a row without an image,
+``skip_noimg``). VLMEvalKit has no custom dataset for a free-text question without an image: a
+probe set holding such probes is refused for this format. Columns: ``index`` (the probe's place in the probe set, an
 integer stable for the probe set), ``image`` (the image file base64-encoded; a later row of the
 same image holds the first row's index instead, which VLMEvalKit resolves), ``question``,
 ``A``.. (the options in the probe's order), ``answer`` (the gold letter or text), ``category``
@@ -15,11 +20,16 @@ VLMEvalKit renders its own prompt (``Question: ...``, ``Options:`` and ``A. ...`
 ``Please select the correct answer from the options above.``), the same for every arm; medexp's
 ``answer`` templates are not used by it. It saves each image as a JPEG before the model sees it.
 
-Read: the prediction sheet(s) (``<model>_<dataset>.xlsx``, ``.tsv`` or ``.csv``; a folder holding
-several): the dataset's columns (without ``image``) and ``prediction``; a reply starting with
+Read: the prediction sheet(s) (``<model>_<dataset>.xlsx``, VLMEvalKit's default, ``.tsv`` or
+``.csv``): the dataset's columns (without ``image``) and ``prediction``; a reply starting with
 ``Failed to obtain answer`` (VLMEvalKit's FAIL_MSG, written when the model raised) is an error row.
-A sheet of an exported dataset names each row's probe by ``probe_id``, every arm; a sheet of
-VLMEvalKit's own dataset (MMStar ...) joins the original probes by its ``index``, the release's id.
+Given its output folder (``outputs/<model>/``: a folder per run, ``T<date>_G<commit>/``, and links to
+the latest run's files beside them), each file is read once (a link to a file also found is left
+out) and only prediction sheets: a sheet named as another plus ``_<suffix>`` is VLMEvalKit's
+evaluation of it (``_acc.csv``, ``_<judge>_result.xlsx``, ``_score.csv``) and is left out. A sheet
+of an exported dataset names each row's probe by ``probe_id``, every arm; a sheet of VLMEvalKit's
+own dataset (MMStar ...) joins the original probes by its ``index``, the release's id, and its
+options (``A``..) and ``answer`` must be the probe's.
 """
 
 from __future__ import annotations
@@ -30,14 +40,16 @@ from pathlib import Path
 from typing import Any
 
 from medexp.answers.formats.base import (
-    PROBE_ID, PROBE_SET, BadLine, Export, HarnessFormat, Reading, ReplyRecord, reply_record, join_originals, write_text,
+    PROBE_ID, PROBE_SET, BadLine, Carried, Export, HarnessFormat, Reading, ReplyRecord, join_originals, no_manifest,
+    reply_files, reply_record, write_text,
 )
 
 FAILED = "Failed to obtain answer"  # VLMEvalKit's FAIL_MSG, its reply when the model raised
 SHEETS = (".xlsx", ".tsv", ".csv")
 OWN_ID = ("index", "source_id")  # a sheet of VLMEvalKit's own dataset: its index is the release's id
-# The dataset files by (has an image, has options): VLMEvalKit picks a dataset class by their columns.
-SUFFIXES = {(True, True): "", (True, False): "_VQA", (False, True): "_TEXT", (False, False): "_TEXT_VQA"}
+# The dataset files by (has an image, has options): VLMEvalKit picks a dataset class by their columns
+# and its type by the name (open-ended only when it contains "openended"); no text-only VQA dataset.
+SUFFIXES = {(True, True): "", (True, False): "_openended", (False, True): "_TEXT"}
 
 
 def write(export: Export) -> list[Path]:
@@ -46,6 +58,13 @@ def write(export: Export) -> list[Path]:
     from medexp.benchmarks.options import LETTERS
     from medexp.kernel.hashing import file_sha256
 
+    blind_free_text = [probe for probe in export.probes if probe.image is None and not probe.is_choice]
+    if blind_free_text:
+        raise ValueError(f"format=vlmevalkit: VLMEvalKit has no custom dataset for a free-text question without an "
+                         f"image (its VQA datasets are image datasets and drop a row without one), and "
+                         f"{len(blind_free_text)} probe(s) of this set are such (kinds "
+                         f"{sorted({probe.kind for probe in blind_free_text})}); export them as openai_batch, "
+                         "lmms_eval, inspect_ai or jsonl")
     groups: dict[tuple[bool, bool], list[dict[str, Any]]] = {}
     # per file, an image's content -> the index of its first row there, which carries it
     first_row: dict[tuple[bool, bool], dict[str, int]] = {}
@@ -76,9 +95,11 @@ def write(export: Export) -> list[Path]:
 
 
 def read(reading: Reading) -> Iterator[ReplyRecord]:
-    for path in _sheets(reading.path):
+    for path in prediction_sheets(reading):
         rows = list(_sheet_rows(path))
-        if rows and PROBE_ID in rows[0][2]:
+        if not reading.exported and rows and PROBE_ID in rows[0][2]:
+            raise no_manifest(reading, str(path), f"the sheet has a {PROBE_ID} column")
+        if reading.exported:
             for number, where, row in rows:
                 reply, error = _reply(row)
                 if not row.get(PROBE_ID):
@@ -90,7 +111,20 @@ def read(reading: Reading) -> Iterator[ReplyRecord]:
                 yield number, where, reply_record(row[PROBE_ID], reply, row.get(PROBE_SET) or None,
                                                   *(("error", error) if error else (None, None)))
         else:
-            yield from join_originals(reading, rows, OWN_ID, _reply)
+            yield from join_originals(reading, rows, OWN_ID, _reply, _carried)
+
+
+def _carried(row: dict) -> Carried:
+    """The options (``A``.. in order, up to the first empty one) and gold (``answer``) a row of
+    VLMEvalKit's own dataset carries."""
+    from medexp.benchmarks.options import LETTERS
+
+    options = []
+    for letter in LETTERS:
+        if not str(row.get(letter) or "").strip():
+            break
+        options.append(str(row[letter]))
+    return Carried(options or None, row.get("answer") or None)
 
 
 def _reply(row: dict) -> tuple[Any, str | None]:
@@ -101,15 +135,25 @@ def _reply(row: dict) -> tuple[Any, str | None]:
     return reply, None
 
 
-def _sheets(path: Path) -> list[Path]:
-    if path.is_dir():
-        found = sorted(candidate for candidate in path.rglob("*") if candidate.suffix.lower() in SHEETS)
-        if not found:
-            raise FileNotFoundError(f"{path}: no prediction sheet ({', '.join(SHEETS)}) in this folder")
+def prediction_sheets(reading: Reading) -> list[Path]:
+    """The prediction sheets of the reply file or folder (see the module docstring), each file
+    once. Of an export: the sheets named ``<model>_<dataset>`` for a dataset it wrote. Of a
+    harness's own run: every sheet but those named as another plus ``_<suffix>`` (VLMEvalKit's
+    evaluations of it); name the sheet itself where two datasets' names are so related."""
+    found = reply_files(reading, *(f"*{suffix}" for suffix in SHEETS))
+    if reading.path.is_file():
         return found
-    if not path.is_file():
-        raise FileNotFoundError(f"no prediction sheet or folder at {path}")
-    return [path]
+    if reading.exported:
+        datasets = [Path(name).stem for name in reading.export.manifest.files if name.endswith(".tsv")]
+        sheets = [path for path in found if any(path.stem.endswith(f"_{dataset}") for dataset in datasets)]
+    else:
+        stems = {path.stem for path in found}
+        sheets = [path for path in found
+                  if not any(path.stem.startswith(f"{other}_") for other in stems if other != path.stem)]
+    if not sheets:
+        raise FileNotFoundError(f"{reading.path}: no prediction sheet <model>_<dataset> ({', '.join(SHEETS)}) in this "
+                                "folder")
+    return sheets
 
 
 def _sheet_rows(path: Path) -> Iterator[tuple[int, str, dict]]:
@@ -117,12 +161,8 @@ def _sheet_rows(path: Path) -> Iterator[tuple[int, str, dict]]:
     import pandas as pd
 
     suffix = path.suffix.lower()
-    if suffix == ".xlsx":
-        try:
-            frame = pd.read_excel(path, dtype=str, keep_default_na=False)
-        except ImportError as error:
-            raise ValueError(f"{path}: reading an .xlsx sheet needs openpyxl (pip install openpyxl), or save the "
-                             "sheet as .tsv") from error
+    if suffix == ".xlsx":  # VLMEvalKit's default; pandas reads it with openpyxl, a dependency of medexp
+        frame = pd.read_excel(path, dtype=str, keep_default_na=False)
     elif suffix in (".tsv", ".csv"):
         frame = pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", dtype=str, keep_default_na=False)
     else:
@@ -133,7 +173,7 @@ def _sheet_rows(path: Path) -> Iterator[tuple[int, str, dict]]:
 
 FORMAT = HarnessFormat(
     name="vlmevalkit",
-    writes="VLMEvalKit custom dataset TSVs (<name>.tsv with images and options; _VQA, _TEXT: the other kinds)",
+    writes="VLMEvalKit custom dataset TSVs (<name>.tsv with images and options; _openended, _TEXT: the other kinds)",
     reply_file="VLMEvalKit's prediction sheet <model>_<dataset>.xlsx/.tsv/.csv, or the folder holding them",
     write=write,
     read=read,

@@ -87,6 +87,7 @@ class ResponsesFormat(str, Enum):
     lmms_eval = "lmms_eval"  # lmms-eval --log_samples samples_*.jsonl of a generation task
     vlmevalkit = "vlmevalkit"  # VLMEvalKit's prediction sheet (.xlsx, .tsv, .csv): the dataset's columns and prediction
     llava_med = "llava_med"  # LLaVA-Med's answer JSONL: question_id, prompt, text, answer_id, model_id, metadata
+    inspect_ai = "inspect_ai"  # an Inspect eval log (.eval or .json) of the exported task
 
 
 class ScoreKind(str, Enum):
@@ -198,8 +199,8 @@ class ModelConfig:
     # joined to the cell's original probes by `responses_join` over `responses_id_field` (None: the
     # format's own id field, lmms_eval doc.question, vlmevalkit index, llava_med question_id).
     responses_format: ResponsesFormat = ResponsesFormat.medexp
-    # The manifest.json of the export the replies answer (None: the one beside the reply file or in a
-    # folder above it, if any): the cell's probe set and request settings must be the export's.
+    # The manifest-<format>.json of the export the replies answer (None: the format's beside the reply
+    # file or in a folder above it, if any): the cell's probe set and request settings must be the export's.
     responses_manifest: Optional[str] = None
     responses_id_field: Optional[str] = None
     responses_join: Optional[ItemJoin] = None  # None: the format's (question for lmms_eval, source_id otherwise)
