@@ -93,14 +93,15 @@ def test_every_line_of_a_llava_med_answer_file_joins_by_the_releases_qid(release
 
 def reader_verdict(example, number: int) -> str:
     """What a reader makes of :func:`reply_for`'s reply: "Yes", "No.", "Based on the image, yes."
-    answer a closed yes/no question; a restated absence of an aortic aneurysm answers none of these
+    answer a closed yes/no question and no other; a restated absence of an aortic aneurysm answers none of these
     questions; "I am not sure." refuses; an open reply that is the answer is right."""
     if example.meta["answer_type"] != "CLOSED":
         return "correct" if number % 3 else "no_answer"
     said = ("yes", "no", None, "yes")[number % 4]
     gold = str(example.answer).strip().lower()
-    if gold not in ("yes", "no"):
-        return "wrong"  # a yes/no sentence to a question answered by a number
+    if gold not in ("yes", "no"):  # a question answered by a number or a name
+        # a bare yes or no answers another question; the restated absence is read as an answer, a wrong one
+        return "wrong" if said is None else "no_answer"
     return "no_answer" if said is None else "correct" if said == gold else "wrong"
 
 

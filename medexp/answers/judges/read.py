@@ -268,8 +268,8 @@ def read_open(probe, text: str) -> Reading:
     if not all(stated):
         if not reply or refusal(text) or noise(text, numeric) or asks_back(text):
             return _uncommitted(text, numeric)
-        if all(word in _ANSWER_WORDS for word in reply):  # "Nope!" to "Where is the mass?"
-            return no_answer("answers yes or no to an open question")
+        if all(word in _ANSWER_WORDS for word in re.findall(r"[^\W\d_]+", _without_lead_in(text).casefold())):
+            return no_answer("answers yes or no to an open question")  # "Nope!" to "Where is the mass?"
         return judged(committed, False, "the gold's words are not all stated")
     for word in gold:
         rivals = {other for group in CONTRASTS if word in group for other in group - {word}
