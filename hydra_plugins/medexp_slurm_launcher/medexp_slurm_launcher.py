@@ -28,6 +28,7 @@ running cell gets SIGTERM and ends its run KILLED), their ends confirmed up to
 # is in sys.modules, where dataclasses cannot resolve string annotations.
 import logging
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, List, Sequence, Tuple
@@ -40,9 +41,9 @@ from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLaunche
 from omegaconf import OmegaConf
 
 from hydra_plugins.medexp_grid_sweeper.job_ends import JobEnd, ended_without_result, record_job_ends
-from hydra_plugins.medexp_slurm_launcher.slurm_queue import (
-    JobWait, SlurmQueue, WaitBounds, confirm_ends, require_commands, wait_for_jobs,
-)
+# By module, not by name: Hydra's plugin scan executes slurm_queue again after this module imported
+# it, and the names bound here would then be its first classes, not those its functions make.
+from hydra_plugins.medexp_slurm_launcher import slurm_queue
 
 log = logging.getLogger(__name__)
 
@@ -57,19 +58,25 @@ class MedexpSlurmQueueConf(SlurmQueueConf):
     _target_: str = "hydra_plugins.medexp_slurm_launcher.medexp_slurm_launcher.MedexpSlurmLauncher"
 
 
-ConfigStore.instance().store(group="hydra/launcher/wait", name="slurm", node=WaitBounds, provider="medexp")
+ConfigStore.instance().store(group="hydra/launcher/wait", name="slurm", node=slurm_queue.WaitBounds, provider="medexp")
 
 
 class MedexpSlurmLauncher(SlurmLauncher):
     def __init__(self, wait: Any = None, **params: Any) -> None:
         """``wait``: the bounds (``hydra.launcher.wait``), checked here; the rest: submitit's options."""
         given = OmegaConf.to_container(wait, resolve=True) if OmegaConf.is_config(wait) else dict(wait or {})
-        self.bounds = WaitBounds(**given)  # the wait's own error on a bad bound, before any job runs
+        self.bounds = slurm_queue.WaitBounds(**given)  # the wait's own error on a bad bound, before any job runs
         super().__init__(**params)
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
-        """Hydra's setup, and a clear error at once when a Slurm command is missing."""
-        require_commands()
+        """Hydra's setup; without a Slurm command, one line saying which and exit status 2 (as a
+        ``SystemExit``: Hydra prints any other exception with its traceback), before any job."""
+        missing = slurm_queue.missing_commands()
+        if missing:
+            print(f"medexp: error: {', '.join(missing)} not found on PATH: hydra/launcher=submitit_slurm submits and "
+                  "watches its jobs with Slurm's client commands, so run the sweep where they are (a login node, or "
+                  "after `module load slurm`); no cell was launched", file=sys.stderr)
+            raise SystemExit(2)
         super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
@@ -91,16 +98,16 @@ class MedexpSlurmLauncher(SlurmLauncher):
             job_params.append((list(overrides), "hydra.sweep.dir", num, f"job_id_for_{num}", Singleton.get_state()))
         jobs = executor.map_array(self, *zip(*job_params))
         nums = [initial_job_idx + offset for offset in range(len(jobs))]
-        queue = SlurmQueue()
+        queue = slurm_queue.SlurmQueue()
         try:
-            waits = wait_for_jobs(jobs, queue, _has_result, self.bounds)
+            waits = slurm_queue.wait_for_jobs(jobs, queue, _has_result, self.bounds)
         except BaseException:  # the driver was stopped: its jobs go with it
             self._cancel(jobs, nums, queue, sweep_dir)
             raise
         given_up = [wait for wait in waits if wait.given_up]
         for wait in given_up:
             log.warning("Slurm job %s: %s; cancelling it", wait.job_id, wait.given_up)
-        confirm_ends(waits, queue, self.bounds, {wait.job_id for wait in given_up})
+        slurm_queue.confirm_ends(waits, queue, self.bounds, {wait.job_id for wait in given_up})
         returns = [self._job_return(job, num, wait, overrides)
                    for job, num, wait, overrides in zip(jobs, nums, waits, job_overrides)]
         record_job_ends(sweep_dir, {num: end for num, (_, end) in zip(nums, returns)})
@@ -116,46 +123,48 @@ class MedexpSlurmLauncher(SlurmLauncher):
                                       for key, value in self.params.items() if key not in init_keys})
         return executor
 
-    def _job_return(self, job: Any, num: int, wait: JobWait, overrides: Sequence[str]) -> Tuple[JobReturn, JobEnd]:
+    def _job_return(self, job: Any, num: int, wait: slurm_queue.JobWait,
+                    overrides: Sequence[str]) -> Tuple[JobReturn, JobEnd]:
         if not wait.result:
-            end = JobEnd(num, wait.job_id, wait.state, False, self._why(wait), wait.confirmed, wait.reason)
+            end = JobEnd(num, wait.job_id, wait.state, False, self._why(wait), wait.confirmed, wait.given_up_for)
             log.warning("job %d (Slurm %s) %s", num, wait.job_id, end.detail)
             return ended_without_result(overrides, end), end
         try:
             job_return = job.results()[0]
         except Exception as error:  # its result file holds an error (submitit's own, around the cell)
             detail = str(error).strip().splitlines()
-            end = JobEnd(num, wait.job_id, wait.state, False, f"its result is an error: {detail[-1] if detail else error}",
-                         wait.confirmed)
+            why = f"its result is an error: {detail[-1] if detail else error}"
+            end = JobEnd(num, wait.job_id, wait.state, False, why, wait.confirmed)
             log.warning("job %d (Slurm %s) %s", num, wait.job_id, end.detail)
             return ended_without_result(overrides, end), end
         return job_return, JobEnd(num, wait.job_id, wait.state, True, confirmed=wait.confirmed)
 
-    def _why(self, wait: JobWait) -> str:
+    def _why(self, wait: slurm_queue.JobWait) -> str:
         """Why a job has no result: how Slurm showed it ended, or why the wait gave up on it and
         what cancelling it came to."""
         if not wait.given_up:
             return wait.ended
         if wait.confirmed:
             return f"{wait.given_up}; cancelled, and Slurm shows it ended ({wait.state})"
-        return (f"{wait.given_up}; cancelled, but Slurm did not show its end within {self.bounds.cancel_wait_s:.0f} s "
+        return (f"{wait.given_up}; cancelled, but Slurm did not show its end within {self.bounds.cancel_wait_s:g} s "
                 f"(last state {wait.state}): it may still run")
 
-    def _cancel(self, jobs: Sequence[Any], nums: Sequence[int], queue: SlurmQueue, sweep_dir: Path) -> None:
+    def _cancel(self, jobs: Sequence[Any], nums: Sequence[int], queue: slurm_queue.SlurmQueue, sweep_dir: Path) -> None:
         """scancel the jobs without a result, confirm every job's end (bounded), record the ends."""
-        waits = [JobWait(str(job.job_id), result=_has_result(job)) for job in jobs]
+        waits = [slurm_queue.JobWait(str(job.job_id), result=_has_result(job)) for job in jobs]
         unfinished = [wait for wait in waits if not wait.result]
         for wait in unfinished:
             wait.given_up = "cancelled when the sweep was stopped"
         if unfinished:
             log.warning("the sweep was stopped: cancelling its Slurm jobs %s", " ".join(w.job_id for w in unfinished))
         try:
-            confirm_ends(waits, queue, self.bounds, {wait.job_id for wait in unfinished},
+            slurm_queue.confirm_ends(waits, queue, self.bounds, {wait.job_id for wait in unfinished},
                          others_s=self.bounds.cancel_wait_s)
         finally:  # a second signal while confirming: what was seen is still recorded
-            record_job_ends(sweep_dir, {num: JobEnd(num, wait.job_id, wait.state, wait.result,
-                                                    "" if wait.result else self._why(wait), wait.confirmed, wait.reason)
-                                        for num, wait in zip(nums, waits)})
+            record_job_ends(sweep_dir, {
+                num: JobEnd(num, wait.job_id, wait.state, wait.result, "" if wait.result else self._why(wait),
+                            wait.confirmed, wait.given_up_for)
+                for num, wait in zip(nums, waits)})
 
 
 def _has_result(job: Any) -> bool:

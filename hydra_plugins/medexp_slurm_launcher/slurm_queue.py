@@ -50,8 +50,9 @@ ACTIVE = frozenset({
 # pending on an aggregate limit is waiting for it, not for ever.
 HOLDING = frozenset({"CONFIGURING", "RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT", "RESIZING"})
 
-# The client commands the launcher runs: sbatch (submitit), squeue, sacct, scancel.
-COMMANDS = ("sbatch", "squeue", "sacct", "scancel")
+# The client commands the launcher needs on the driver's PATH: sbatch (submitit submits with it, and
+# will not start without srun, which each job runs), squeue, sacct, scancel.
+COMMANDS = ("sbatch", "srun", "squeue", "sacct", "scancel")
 
 # Pending reasons (squeue %r; https://slurm.schedmd.com/job_reason_codes.html) of a held job: it
 # runs only once someone releases it.
@@ -76,14 +77,9 @@ class SlurmCommandMissing(RuntimeError):
     """A Slurm client command is not on the driving process's PATH."""
 
 
-def require_commands(which: Callable[[str], Optional[str]] = shutil.which) -> None:
-    """Raise :class:`SlurmCommandMissing` (one line) unless every command of :data:`COMMANDS` is on PATH."""
-    missing = [command for command in COMMANDS if which(command) is None]
-    if missing:
-        raise SlurmCommandMissing(
-            f"{', '.join(missing)} not found on PATH: hydra/launcher=submitit_slurm submits and watches the "
-            "sweep's jobs with Slurm's client commands; run it where they are (a login node, or after "
-            "`module load slurm`)")
+def missing_commands(which: Callable[[str], Optional[str]] = shutil.which) -> List[str]:
+    """The commands of :data:`COMMANDS` not on PATH."""
+    return [command for command in COMMANDS if which(command) is None]
 
 
 def pending_kind(reason: str) -> Optional[str]:
@@ -123,8 +119,8 @@ class WaitBounds:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"hydra.launcher.wait.{bound.name} must be a number of seconds, got {value!r}")
             if value < 0 or (bound.name == "poll_s" and value == 0):
-                raise ValueError(f"hydra.launcher.wait.{bound.name} must be {'> 0' if bound.name == 'poll_s' else '>= 0'}"
-                                 f" seconds, got {value}")
+                least = "> 0" if bound.name == "poll_s" else ">= 0"
+                raise ValueError(f"hydra.launcher.wait.{bound.name} must be {least} seconds, got {value}")
 
 
 @dataclass(frozen=True)
@@ -171,7 +167,8 @@ class SlurmQueue:
         try:
             done = self._run(command, capture_output=True, text=True, timeout=self._timeout_s)
         except FileNotFoundError:  # not an unanswering Slurm: no Slurm here at all
-            raise SlurmCommandMissing(f"{command[0]} not found on PATH: the Slurm launcher cannot watch its jobs") from None
+            raise SlurmCommandMissing(f"{command[0]} not found on PATH: the Slurm launcher cannot watch its jobs") \
+                from None
         except (OSError, subprocess.TimeoutExpired) as error:
             log.warning("%s did not answer: %s", command[0], error)
             return None
@@ -204,10 +201,10 @@ class JobWait:
 
     job_id: str
     state: str = "SUBMITTED"  # the last state Slurm gave (or SUBMITTED before it gave one)
-    reason: str = ""  # the pending reason Slurm last gave ("" when none)
     result: bool = False  # its result file is there
     ended: str = ""  # why it counts as ended without a result, as Slurm showed it ("" otherwise)
     given_up: str = ""  # why the wait gave up on it: it is cancelled and its end is to be confirmed
+    given_up_for: str = ""  # the pending reason it was given up for (JobHeldAdmin, PartitionTimeLimit, ...)
     confirmed: bool = False  # Slurm showed the job ended (for a job with a result: in its final state)
     seen: List[str] = field(default_factory=list)  # the states it went through, in order
     clock: Tuple[str, float] = ("", 0.0)  # what the job's current bound counts, and since when
@@ -220,7 +217,7 @@ class JobWait:
         """Take Slurm's word on the job (None: Slurm does not know it)."""
         if answer is None:
             return
-        self.state, self.reason = answer.state, answer.reason
+        self.state = answer.state
         if not self.seen or self.seen[-1] != answer.state:
             self.seen.append(answer.state)
 
@@ -257,7 +254,7 @@ def wait_for_jobs(
             silent_since = now if silent_since is None else silent_since
             if now - silent_since >= bounds.silent_s:
                 for wait in open_waits:
-                    wait.given_up = f"Slurm did not answer for {bounds.silent_s:.0f} s (last state {wait.state})"
+                    wait.given_up = f"Slurm did not answer for {bounds.silent_s:g} s (last state {wait.state})"
         else:
             silent_since = None
             sweep_holds = any(answer.state in HOLDING for answer in states.values())
@@ -275,11 +272,12 @@ def _bound(wait: JobWait, answer: Optional[JobState], bounds: WaitBounds, now: f
     went = " -> ".join(wait.seen) or "never seen"
     if answer is None:
         if wait.counts("unknown", now) >= bounds.lost_s:
-            wait.ended = f"left the queue without a result ({went}; unknown to squeue and sacct for {bounds.lost_s:.0f} s)"
+            wait.ended = (f"left the queue without a result ({went}; unknown to squeue and sacct for "
+                          f"{bounds.lost_s:g} s)")
             wait.confirmed = True
     elif answer.state == "COMPLETED":
         if wait.counts("completed", now) >= bounds.result_grace_s:
-            wait.ended = (f"ended COMPLETED without a result ({went}; no result file {bounds.result_grace_s:.0f} s "
+            wait.ended = (f"ended COMPLETED without a result ({went}; no result file {bounds.result_grace_s:g} s "
                           "after its end)")
             wait.confirmed = True
     elif answer.state not in ACTIVE:
@@ -288,7 +286,7 @@ def _bound(wait: JobWait, answer: Optional[JobState], bounds: WaitBounds, now: f
             wait.confirmed = True
     elif answer.state == "COMPLETING":
         if wait.counts("completing", now) >= bounds.completing_grace_s:
-            wait.given_up = f"still COMPLETING {bounds.completing_grace_s:.0f} s after it began to end"
+            wait.given_up = f"still COMPLETING {bounds.completing_grace_s:g} s after it began to end"
     elif answer.state not in HOLDING and pending_kind(answer.reason) is not None:
         kind = pending_kind(answer.reason)
         if kind == "limit" and sweep_holds:  # the limit clears as the sweep's running jobs end
@@ -296,9 +294,10 @@ def _bound(wait: JobWait, answer: Optional[JobState], bounds: WaitBounds, now: f
             return
         bound = {"held": bounds.held_s, "unrunnable": bounds.unrunnable_s, "limit": bounds.limit_s}[kind]
         if wait.counts(f"pending {answer.reason}", now) >= bound:
-            wait.given_up = {"held": f"held ({answer.reason}) for {bound:.0f} s",
-                             "unrunnable": f"cannot run as submitted ({answer.reason}) for {bound:.0f} s",
-                             "limit": f"pending on a limit ({answer.reason}) for {bound:.0f} s while no job "
+            wait.given_up_for = answer.reason
+            wait.given_up = {"held": f"held ({answer.reason}) for {bound:g} s",
+                             "unrunnable": f"cannot run as submitted ({answer.reason}) for {bound:g} s",
+                             "limit": f"pending on a limit ({answer.reason}) for {bound:g} s while no job "
                                       "of the sweep ran"}[kind]
     else:
         wait.counts("", now)

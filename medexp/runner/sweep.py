@@ -180,7 +180,8 @@ class SweepSummary:
         text = f"{n['n_cells']} cells: {n['n_computed']} computed, {n['n_reused']} reused (tracked earlier), {n['n_failed']} failed"
         text += f", {n['n_killed']} killed" if n["n_killed"] else ""
         text += f", {n['n_lost']} lost" if n["n_lost"] else ""
-        text += f", {n['n_unknown']} job{'s' if n['n_unknown'] > 1 else ''} in an unknown state" if n["n_unknown"] else ""
+        jobs = "job" if n["n_unknown"] == 1 else "jobs"
+        text += f", {n['n_unknown']} {jobs} in an unknown state" if n["n_unknown"] else ""
         text += f", {n['n_requeued']} requeued or retried (ran more than once)" if n["n_requeued"] else ""
         text += f", {n['n_shared']} shared-work tasks (nothing tracked)" if n["n_shared"] else ""
         return text + (f"; {n['n_reconciled']} stale RUNNING runs ended" if self.reconciled else "")
