@@ -206,6 +206,30 @@ def test_the_summary_names_each_cells_end_and_what_the_launcher_saw(tmp_path):
     assert f"| 2 | `{keys[2]}` | LOST |" in summary.markdown()
 
 
+def test_a_cell_whose_job_slurm_did_not_confirm_ended_is_in_an_unknown_state_not_lost(tmp_path):
+    (tmp_path / JOBS_FILE).write_text(json.dumps([{"num": n, "overrides": [f"model={m}"]} for n, m in enumerate("abc")]))
+    keys = [KEY.replace("model=a", f"model={m}") for m in "abc"]
+    write_outcome(tmp_path / "0", CellOutcome(keys[0], None, "RUNNING", {}), 0, [], "p")
+    write_outcome(tmp_path / "2", CellOutcome(keys[2], None, "RUNNING", {}), 2, [], "p")
+    silent = "Slurm did not answer for 600 s (last state RUNNING); cancelled, but Slurm did not show its end"
+    record_job_ends(tmp_path, {0: JobEnd(0, "7_0", "RUNNING", False, silent, confirmed=False),
+                               1: JobEnd(1, "7_1", "PENDING", False, silent, confirmed=False),
+                               2: JobEnd(2, "7_2", "CANCELLED", False, "ended CANCELLED without a result")})
+    summary = collect(tmp_path)
+    assert not summary.ok
+    assert {key: summary.metrics()[key] for key in ("n_lost", "n_unknown")} == {"n_lost": 1.0, "n_unknown": 2.0}
+    assert summary.text().splitlines() == [
+        "3 cells: 0 computed, 0 reused (tracked earlier), 0 failed, 1 lost, 2 jobs in an unknown state",
+        f"  UNKNOWN {keys[0]}: started (attempt 1); Slurm did not confirm its job ended, so its run stays RUNNING; "
+        f"launcher: job 7_0 {silent} (job 0)",
+        f"  LOST {keys[2]}: started (attempt 1) and never reported; launcher: job 7_2 ended CANCELLED without a "
+        "result (job 2)",
+        f"  UNKNOWN job 1 (model=b): it wrote no outcome; launcher: job 7_1 {silent}",
+    ]
+    assert f"| 0 | `{keys[0]}` | UNKNOWN |" in summary.markdown() and "| 1 | `model=b` | UNKNOWN |" in summary.markdown()
+    assert json.loads(summary.to_json())["job_ends"]["0"]["confirmed"] is False
+
+
 # ------------------------------------------------------------------ runs left RUNNING at the sweep's end
 
 
