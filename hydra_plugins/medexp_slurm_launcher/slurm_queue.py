@@ -148,6 +148,10 @@ class SlurmQueue:
         if held is None:
             return None
         states = _parse(held)
+        for job_id in job_ids:  # tasks not split out (all cancelled while pending) share the array's record
+            array = job_id.split("_")[0]
+            if job_id not in states and job_id != array and array in states:
+                states[job_id] = states[array]
         missing = [job_id for job_id in job_ids if job_id not in states]
         if missing:
             accounted = self._ask(["sacct", "--noheader", "--parsable2", "--allocations", "--format=JobID,State",
@@ -183,15 +187,28 @@ class SlurmQueue:
 
 def _parse(output: str) -> Dict[str, JobState]:
     """``id|STATE[|reason]`` lines to {id: JobState}. sacct writes "CANCELLED by <uid>": the first
-    word counts; its ranges of pending array tasks ("12_[3-5]") are left out (squeue lists those
-    one by one); squeue's reason "None" is no reason."""
+    word counts; a range of array tasks ("12_[3-5,8]", "12_[0-9%2]") stands for each of them;
+    job steps ("12_3.batch") are left out; squeue's reason "None" is no reason."""
     states = {}
     for line in output.splitlines():
         job_id, _, rest = line.strip().partition("|")
         state, _, reason = rest.partition("|")
-        if job_id and "[" not in job_id and "." not in job_id and state:
-            states[job_id] = JobState(state.split()[0].rstrip("+"), "" if reason == "None" else reason)
+        if job_id and "." not in job_id and state:
+            for task_id in _task_ids(job_id):
+                states[task_id] = JobState(state.split()[0].rstrip("+"), "" if reason == "None" else reason)
     return states
+
+
+def _task_ids(job_id: str) -> List[str]:
+    """The ids a job id names: itself, or each task of a range ``<array>_[<ranges>[%<limit>]]``."""
+    array, bracket, ranges = job_id.partition("_[")
+    if not bracket:
+        return [job_id]
+    ids = []
+    for part in ranges.rstrip("]").split("%")[0].split(","):
+        first, _, last = part.partition("-")
+        ids += [f"{array}_{task}" for task in range(int(first), int(last or first) + 1)]
+    return ids
 
 
 @dataclass

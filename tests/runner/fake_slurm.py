@@ -9,7 +9,8 @@ appears (copied from a file the test wrote); the polls during which the controll
 answer (squeue and scancel fail as Slurm's do); whether there is accounting (sacct answers with
 each task's last state, or fails as without slurmdbd); and a poll at which the driving process
 gets SIGINT. Every call is logged. A state of "" is a task the controller no longer holds
-(``MinJobAge`` passed): squeue leaves it out, sacct still knows it.
+(``MinJobAge`` passed): squeue leaves it out, sacct still knows it. Tasks cancelled while
+pending are listed as one record with the array's id, as slurm-wlm 22.05 lists them.
 
 The commands run this file with ``python -S``: below :class:`FakeSlurm` it uses the standard
 library only.
@@ -54,8 +55,9 @@ class FakeSlurm:
         self.cluster["silent"].append([first, last])
         return self
 
-    def install(self, commands=COMMANDS) -> str:
-        """Write the cluster and the commands (only ``commands``); the PATH that finds them first."""
+    def install(self, commands=COMMANDS, alone: bool = False) -> str:
+        """Write the cluster and the commands (only ``commands``); the PATH that finds them first,
+        or (``alone``) only them: a host's own Slurm commands must not stand in for missing ones."""
         self.bin.mkdir(parents=True, exist_ok=True)
         (self.folder / "cluster.json").write_text(json.dumps(self.cluster))
         (self.folder / "state.json").write_text(json.dumps({"polls": 0, "cancelled": {}, "array": True}))
@@ -64,7 +66,7 @@ class FakeSlurm:
             path.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "{Path(__file__).resolve()}" "{self.folder}" '
                             f'{command} "$@"\n')
             path.chmod(0o755)
-        return f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}"
+        return str(self.bin) if alone else f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}"
 
     def calls(self, command: str | None = None) -> list[list[str]]:
         """The calls made so far (of ``command`` only, when given), each as its argv."""
@@ -156,12 +158,14 @@ def main(folder: Path, command: str, args: list[str]) -> int:
     lines = []
     for job_id in _jobs_named(jobs, wanted):
         job_state, reason = _state_at(jobs[job_id], poll, cancelled.get(job_id))
-        if job_state:
-            lines.append(f"{job_id}|{job_state}|{reason or 'None'}")
+        if job_id in cancelled and _state_at(jobs[job_id], cancelled[job_id], None)[0] == "PENDING" and job_id != ARRAY:
+            job_id = ARRAY  # as slurm-wlm 22.05: tasks cancelled while pending are listed as the array's record
+        if job_state and f"{job_id}|" not in "".join(lines):
+            lines.append(f"{job_id}|{job_state}|{reason or 'None'}\n")
     if not lines:
         print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
         return 1
-    print("\n".join(lines))
+    print("".join(lines), end="")
     return 0
 
 

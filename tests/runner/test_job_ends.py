@@ -136,13 +136,23 @@ def answers(**by_command):
     return run, asked
 
 
-def test_squeue_lists_array_tasks_and_sacct_names_the_ones_squeue_dropped():
+def test_squeue_lists_array_tasks_and_sacct_names_the_ones_squeue_dropped_ranges_task_by_task():
     run, asked = answers(squeue=(0, "7_1|RUNNING|None\n7_2|PENDING|ReqNodeNotAvail, UnavailableNodes:vm\n", ""),
                          sacct=(0, "7_0|CANCELLED by 0\n7_[3-4]|PENDING\n7_5|COMPLETED\n", ""))
-    assert SlurmQueue(run).states(["7_0", "7_1", "7_2"]) == {
-        "7_0": JobState("CANCELLED"), "7_1": JobState("RUNNING"),
-        "7_2": JobState("PENDING", "ReqNodeNotAvail, UnavailableNodes:vm"), "7_5": JobState("COMPLETED")}
+    states = SlurmQueue(run).states(["7_0", "7_1", "7_2"])
+    assert {job_id: (s.state, s.reason) for job_id, s in states.items()} == {
+        "7_0": ("CANCELLED", ""), "7_1": ("RUNNING", ""), "7_2": ("PENDING", "ReqNodeNotAvail, UnavailableNodes:vm"),
+        "7_3": ("PENDING", ""), "7_4": ("PENDING", ""), "7_5": ("COMPLETED", "")}
     assert asked == ["squeue", "sacct"]
+
+
+def test_tasks_cancelled_while_pending_are_named_by_their_arrays_record():
+    # As slurm-wlm 22.05 answers once every pending task of array 7 is cancelled: one record, "7".
+    run, asked = answers(squeue=(0, "7|CANCELLED|JobHeldUser\n", ""))
+    states = SlurmQueue(run).states(["7_0", "7_1"])
+    assert {job_id: s.state for job_id, s in states.items()} == {"7": "CANCELLED", "7_0": "CANCELLED",
+                                                                "7_1": "CANCELLED"}
+    assert asked == ["squeue"]
 
 
 def test_without_accounting_a_job_squeue_dropped_is_simply_unknown():

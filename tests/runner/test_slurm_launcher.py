@@ -60,10 +60,11 @@ class Sweep:
         return {"result_file": source, "result_to": f"{self.dir}/.submitit/{{job_id}}/{{job_id}}_0_result.pkl"}
 
     def launcher(self, commands=("sbatch", "srun", "squeue", "sacct", "scancel")):
+        """The launcher, set up; with fewer ``commands``, the fake's are the only ones on PATH."""
         from hydra import compose, initialize_config_dir
         from hydra.utils import instantiate
 
-        self.monkeypatch.setenv("PATH", self.slurm.install(commands))
+        self.monkeypatch.setenv("PATH", self.slurm.install(commands, alone=len(commands) < 5))
         overrides = ["hydra/launcher=submitit_slurm", f"hydra.sweep.dir={self.dir}", "hydra.launcher.gpus_per_node=0",
                      *[f"hydra.launcher.wait.{name}={value}" for name, value in self.wait.items()]]
         with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
