@@ -24,7 +24,7 @@ from medexp.config import conf_dir
 from medexp.runner.cell_run import CellOutcome
 from medexp.runner.sweep import SweepParentRun, write_outcome
 from medexp.tracking.tags import process_tags
-from tests.runner.fake_slurm import FOREVER, FakeSlurm
+from tests.runner.fake_slurm import COMMANDS, FOREVER, FakeSlurm
 from tests.runner.test_sweep_truth import _tracker, sweep_config
 
 # Hydra checks our submitit_slurm.yaml against the plugin's schema of that name and warns that this
@@ -59,12 +59,12 @@ class Sweep:
         source.write_bytes(pickle.dumps(("success", returned)))
         return {"result_file": source, "result_to": f"{self.dir}/.submitit/{{job_id}}/{{job_id}}_0_result.pkl"}
 
-    def launcher(self, commands=("sbatch", "srun", "squeue", "sacct", "scancel")):
+    def launcher(self, commands=COMMANDS):
         """The launcher, set up; with fewer ``commands``, the fake's are the only ones on PATH."""
         from hydra import compose, initialize_config_dir
         from hydra.utils import instantiate
 
-        self.monkeypatch.setenv("PATH", self.slurm.install(commands, alone=len(commands) < 5))
+        self.monkeypatch.setenv("PATH", self.slurm.install(commands, alone=set(commands) != set(COMMANDS)))
         overrides = ["hydra/launcher=submitit_slurm", f"hydra.sweep.dir={self.dir}", "hydra.launcher.gpus_per_node=0",
                      *[f"hydra.launcher.wait.{name}={value}" for name, value in self.wait.items()]]
         with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
