@@ -39,9 +39,9 @@ def cache(tmp_path_factory) -> Path:
 
 def on_slurm(uri: str, tmp_path: Path, experiment: str, *extra: str) -> list[str]:
     return ["hydra/launcher=submitit_slurm", "tracking=server", f"tracking.uri={uri}",
-            f"tracking.experiment={experiment}", f"hydra.sweep.dir={tmp_path / 'sweep'}", f"paths.root={tmp_path}", "hydra.launcher.gpus_per_node=0",
-            "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=2", "hydra.launcher.timeout_min=30", *BOUNDS,
-            *extra]
+            f"tracking.experiment={experiment}", f"hydra.sweep.dir={tmp_path / 'sweep'}", f"paths.root={tmp_path}",
+            "hydra.launcher.gpus_per_node=0", "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=2",
+            "hydra.launcher.timeout_min=30", *BOUNDS, *extra]
 
 
 def squeue(env: dict[str, str]) -> list[list[str]]:
