@@ -4,7 +4,9 @@ outcome files.
 
 A cell reports its own end (its outcome file); a job that ended without a result (cancelled, out
 of time, its node lost, a Ray worker gone) says nothing more itself, and only the launcher knows
-what became of it: the Slurm job id and state, or Ray's error. A launcher hands such a job to
+what became of it: the Slurm job id and final state, or Ray's error, and whether the engine
+confirmed the end (a job cancelled that Slurm still shows running, or that Slurm did not answer
+for, is not over). A launcher hands such a job to
 Hydra as :class:`EndedWithoutResult` (status FAILED, its return value the :class:`JobEnd`), which
 the sweeper does not raise, so the other jobs are waited for and the summary counts it.
 """
@@ -32,6 +34,11 @@ class JobEnd:
     state: str  # Slurm's last state (COMPLETED, CANCELLED, TIMEOUT, NODE_FAIL, ...) or RAY_FINISHED / RAY_FAILED
     result: bool  # whether the job handed back its task's return
     detail: str = ""  # why it has no result, or how it was stopped
+    # Whether the launcher saw the job's end from the engine (Slurm showed it in an end state, or no
+    # longer knew it): a job given up on and cancelled without that may still run, and its cell's
+    # run is left RUNNING (not ended KILLED) until a later command sees it stale.
+    confirmed: bool = True
+    reason: str = ""  # Slurm's pending reason (squeue %r) the job was given up for (JobHeldAdmin, ...)
 
     def describe(self) -> str:
         """One phrase for the summary's lines: the job id and why it has no result (or its state)."""

@@ -144,7 +144,15 @@ class SweepSummary:
         return sum(outcome["status"] == status for outcome in self.outcomes)
 
     def end_of(self, outcome: dict[str, Any]) -> str:
+        """The cell's end; "unknown" for a cell that never reported an end whose job the launcher
+        gave up on without Slurm confirming its end (it may still run)."""
+        if outcome["status"] == "RUNNING" and self._unconfirmed(outcome["job"]):
+            return "unknown"
         return CELL_ENDS.get(outcome["status"], outcome["status"].lower())
+
+    def _unconfirmed(self, num: int) -> bool:
+        end = self.job_ends.get(num)
+        return end is not None and not end.confirmed
 
     @property
     def ok(self) -> bool:
@@ -153,13 +161,15 @@ class SweepSummary:
 
     def metrics(self) -> dict[str, float]:
         ends = [self.end_of(outcome) for outcome in self.outcomes]
+        silent = sum(self._unconfirmed(job["num"]) for job in self.lost)  # launched, no outcome, end unconfirmed
         return {
             "n_cells": float(len(self.outcomes) + len(self.lost)),
             "n_computed": float(ends.count("computed")),
             "n_reused": float(ends.count("reused")),
             "n_failed": float(ends.count("failed")),
             "n_killed": float(ends.count("killed") + ends.count("requeued")),
-            "n_lost": float(len(self.lost) + ends.count("lost")),
+            "n_lost": float(len(self.lost) - silent + ends.count("lost")),
+            "n_unknown": float(ends.count("unknown") + silent),
             "n_requeued": float(sum(int(o.get("attempt", 1)) > 1 or o["status"] == "REQUEUED" for o in self.outcomes)),
             "n_shared": float(ends.count("shared")),
             "n_reconciled": float(len(self.reconciled)),
@@ -170,6 +180,8 @@ class SweepSummary:
         text = f"{n['n_cells']} cells: {n['n_computed']} computed, {n['n_reused']} reused (tracked earlier), {n['n_failed']} failed"
         text += f", {n['n_killed']} killed" if n["n_killed"] else ""
         text += f", {n['n_lost']} lost" if n["n_lost"] else ""
+        jobs = "job" if n["n_unknown"] == 1 else "jobs"
+        text += f", {n['n_unknown']} {jobs} in an unknown state" if n["n_unknown"] else ""
         text += f", {n['n_requeued']} requeued or retried (ran more than once)" if n["n_requeued"] else ""
         text += f", {n['n_shared']} shared-work tasks (nothing tracked)" if n["n_shared"] else ""
         return text + (f"; {n['n_reconciled']} stale RUNNING runs ended" if self.reconciled else "")
@@ -181,7 +193,10 @@ class SweepSummary:
     def _note(self, outcome: dict[str, Any]) -> str:
         """What a cell's line adds to its end: the error, the launcher's word, the attempts."""
         end = self.end_of(outcome)
-        note = {"lost": f"started (attempt {outcome.get('attempt', 1)}) and never reported"}.get(end, outcome["error"] or "")
+        started = f"started (attempt {outcome.get('attempt', 1)})"
+        note = {"lost": f"{started} and never reported",
+                "unknown": f"{started}; Slurm did not confirm its job ended, so its run stays RUNNING"
+                }.get(end, outcome["error"] or "")
         note += self._launcher_says(outcome["job"])
         if int(outcome.get("attempt", 1)) > 1:
             note += f"{'; ' if note else ''}attempt {outcome['attempt']}"
@@ -197,20 +212,25 @@ class SweepSummary:
                 continue
             run = f", run {o['run_id']}" if o["run_id"] else ""
             lines.append(f"  {end.upper()} {o['cell_key']}: {self._note(o)} (job {o['job']}{run})")
-        lines += [f"  LOST job {job['num']} ({' '.join(job['overrides'])}): it wrote no outcome{self._launcher_says(job['num'])}"
-                  for job in self.lost]
+        lines += [f"  {self._lost_end(job)} job {job['num']} ({' '.join(job['overrides'])}): it wrote no outcome"
+                  f"{self._launcher_says(job['num'])}" for job in self.lost]
         lines += [f"  {run.status} stale run {run.run_id} ({run.name}): {run.reason}" for run in self.reconciled]
         return "\n".join(lines)
+
+    def _lost_end(self, job: dict[str, Any]) -> str:
+        """A launched job without an outcome file: LOST, or UNKNOWN when its end is unconfirmed."""
+        return "UNKNOWN" if self._unconfirmed(job["num"]) else "LOST"
 
     def markdown(self) -> str:
         """The headline and a table of every job: cell, status, p-value, run id, error."""
         rows = ["| job | cell | status | p_value | run_id | error |", "|---|---|---|---|---|---|"]
         for o in self.outcomes:
             p_value = "" if o["p_value"] is None else f"{o['p_value']:.3g}"
-            status = "LOST" if self.end_of(o) == "lost" else o["status"]
+            status = self.end_of(o).upper() if self.end_of(o) in ("lost", "unknown") else o["status"]
             rows.append(f"| {o['job']} | `{o['cell_key']}` | {status} | {p_value} | {o['run_id'] or ''} | {self._note(o)} |")
         rows += [
-            f"| {job['num']} | `{' '.join(job['overrides'])}` | LOST | | | wrote no outcome{self._launcher_says(job['num'])} |"
+            f"| {job['num']} | `{' '.join(job['overrides'])}` | {self._lost_end(job)} | | | wrote no outcome"
+            f"{self._launcher_says(job['num'])} |"
             for job in self.lost
         ]
         rows += [f"| | `{run.name}` | {run.status} (stale) | | {run.run_id} | {run.reason} |" for run in self.reconciled]
@@ -424,19 +444,23 @@ def _end_orphans(tracker: Tracker, sweep: _OpenSweep, aborted: bool, received: s
     end after cancelling it), that is every such run, on any host: a lost node, a job killed past
     its time, a worker gone. Otherwise (a launcher stopped midway) only those on this host whose
     process is gone or among the processes this one is stopping; runs on other hosts are ended by
-    the heartbeat check of a later command."""
+    the heartbeat check of a later command. A run of a job the launcher gave up on without Slurm
+    confirming its end (it may still compute and log) stays RUNNING either way."""
     import psutil
 
+    unconfirmed = frozenset(end.job_id for end in read_job_ends(Path(sweep.sweep_dir)).values() if not end.confirmed)
     if not aborted or _every_job_ended(Path(sweep.sweep_dir)):
         reason = (f"{_stop_reason(received)}; its job ended without ending the run" if aborted else
                   "its job ended without ending the run (a lost node or worker, a kill past a time limit or grace)")
-        return tracker.end_orphans(sweep.run_id, reason, received, None)
+        return tracker.end_orphans(sweep.run_id, reason, received, None, unconfirmed)
     stopping = {child.pid for child in psutil.Process().children(recursive=True)}
-    return tracker.end_orphans(sweep.run_id, f"{_stop_reason(received)}, while this cell ran", received, stopping)
+    return tracker.end_orphans(sweep.run_id, f"{_stop_reason(received)}, while this cell ran", received, stopping,
+                               unconfirmed)
 
 
 def _every_job_ended(sweep_dir: Path) -> bool:
-    """Whether the launcher recorded an end for every launched job (medexp's Slurm and Ray launchers do)."""
+    """Whether the launcher recorded an end for every launched job (medexp's Slurm and Ray launchers
+    do), confirmed or not: the runs of jobs whose end Slurm did not confirm are spared by name."""
     launched, ends = read_launched_jobs(sweep_dir) or [], read_job_ends(sweep_dir)
     return bool(launched) and all(job["num"] in ends for job in launched)
 

@@ -248,14 +248,20 @@ class Tracker:
         return ended
 
     def end_orphans(self, parent_run_id: str, reason: str, signal_name: str | None,
-                    stopping: set[int] | None) -> list[ReconciledRun]:
+                    stopping: set[int] | None, unconfirmed_jobs: frozenset[str] = frozenset()) -> list[ReconciledRun]:
         """End KILLED the RUNNING runs nested under ``parent_run_id`` that ran on this host in a
         process that is gone or among ``stopping`` (processes the caller is stopping); with
-        ``stopping`` None, every one of them on any host (the caller knows every job has ended)."""
+        ``stopping`` None, every one of them on any host (the caller knows every job has ended).
+        Either way a run of a Slurm job in ``unconfirmed_jobs`` (its end not confirmed by Slurm:
+        it may still compute and log) is left RUNNING, for the heartbeat check of a later command."""
         import socket
 
         ended = []
         for run in self.search({"mlflow.parentRunId": parent_run_id}, status="RUNNING"):
+            if run.tags.get("medexp.slurm_job_id") in unconfirmed_jobs:
+                log.warning("cell run %s stays RUNNING: its Slurm job %s was not confirmed ended", run.run_id,
+                            run.tags["medexp.slurm_job_id"])
+                continue
             if stopping is not None:
                 if run.tags.get("medexp.host") != socket.gethostname():
                     continue  # another node's cell may still run; a silent one is reconciled by heartbeat

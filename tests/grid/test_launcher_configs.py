@@ -48,6 +48,7 @@ def test_medexp_slurm_launcher_takes_exactly_the_published_launchers_options():
 def test_launcher_file_sets_every_field_of_the_plugin_schema_with_valid_types(name):
     schema = OmegaConf.structured(plugin_schemas()[name])
     ours = OmegaConf.load(LAUNCHERS / f"{name}.yaml")
+    ours.pop("defaults", None)  # submitit_slurm's names the wait's bounds (below), checked by their own schema
     assert set(ours.keys()) == set(schema.keys())
     merged = OmegaConf.merge(schema, ours)  # raises on a wrong type or an unknown key
     assert merged._target_ == schema._target_
@@ -57,6 +58,24 @@ def test_launcher_file_sets_every_field_of_the_plugin_schema_with_valid_types(na
 def test_launcher_is_selected_by_name(name):
     launcher = hydra_config(f"hydra/launcher={name}").launcher
     assert launcher._target_ == OmegaConf.load(LAUNCHERS / f"{name}.yaml")._target_
+
+
+def test_the_slurm_launchers_wait_bounds_compose_typed_and_are_checked_when_it_is_made():
+    from hydra.errors import ConfigCompositionException
+    from hydra.utils import instantiate
+
+    from hydra_plugins.medexp_slurm_launcher.slurm_queue import WaitBounds
+
+    launcher = hydra_config("hydra/launcher=submitit_slurm", "hydra.launcher.wait.held_s=60").launcher
+    assert dict(launcher.wait) == {**vars(WaitBounds()), "held_s": 60.0}
+    with pytest.raises(ConfigCompositionException):  # not a number: refused as the config is composed
+        hydra_config("hydra/launcher=submitit_slurm", "hydra.launcher.wait.held_s=soon")
+    with pytest.raises(ConfigCompositionException):  # not a bound
+        hydra_config("hydra/launcher=submitit_slurm", "hydra.launcher.wait.hold_s=60")
+    negative = hydra_config("hydra/launcher=submitit_slurm", "hydra.launcher.wait.cancel_wait_s=-5",
+                            "hydra.sweep.dir=/tmp/unused").launcher
+    with pytest.raises(Exception, match=r"hydra.launcher.wait.cancel_wait_s must be >= 0 seconds, got -5"):
+        instantiate(negative)
 
 
 def test_ray_file_keeps_the_published_ray_launcher_shape():

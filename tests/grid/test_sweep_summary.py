@@ -30,7 +30,7 @@ def test_summary_counts_outcomes_and_names_failed_cells_and_lost_jobs(tmp_path):
 
     summary = collect(tmp_path)
     assert summary.metrics() == {"n_cells": 4.0, "n_computed": 1.0, "n_reused": 1.0, "n_failed": 1.0, "n_killed": 0.0, "n_lost": 1.0,
-                                 "n_requeued": 0.0, "n_reconciled": 0.0, "n_shared": 0.0}
+                                 "n_unknown": 0.0, "n_requeued": 0.0, "n_reconciled": 0.0, "n_shared": 0.0}
     assert not summary.ok
     assert summary.text().splitlines() == [
         "4 cells: 1 computed, 1 reused (tracked earlier), 1 failed, 1 lost",
@@ -87,7 +87,8 @@ def test_parent_run_is_found_by_its_sweep_dir_and_an_aborted_sweep_ends_killed(t
     assert parent.status == "KILLED"
     # n_reconciled: the first sweep's parent run, left RUNNING, ended KILLED when this one started
     assert parent.metrics == {"n_cells": 2.0, "n_computed": 1.0, "n_reused": 0.0, "n_failed": 0.0, "n_killed": 0.0,
-                              "n_lost": 1.0, "n_requeued": 0.0, "n_reconciled": 1.0, "n_shared": 0.0}
+                              "n_lost": 1.0, "n_unknown": 0.0, "n_requeued": 0.0, "n_reconciled": 1.0,
+                              "n_shared": 0.0}
     assert "stopped before" in parent.tags["medexp.error"]
     callback._end_aborted()  # a second call (the real atexit one) changes nothing
     assert tracker.get_run(parent_id).status == "KILLED"

@@ -40,7 +40,8 @@ def test_joblib_grid_runs_each_cell_nested_under_one_parent_run(common, tracking
     assert parent.tags["mlflow.runName"].startswith("sweep ")
     assert "experiment=grid2x2" in parent.params["overrides"]
     assert parent.metrics == {"n_cells": 4.0, "n_computed": 4.0, "n_reused": 0.0, "n_failed": 0.0, "n_killed": 0.0,
-                              "n_lost": 0.0, "n_requeued": 0.0, "n_reconciled": 0.0, "n_shared": 0.0}
+                              "n_lost": 0.0, "n_unknown": 0.0, "n_requeued": 0.0, "n_reconciled": 0.0,
+                              "n_shared": 0.0}
     artefacts = {item.path for item in store(tracking_uri).client.list_artifacts(parent.run_id)}
     assert {"sweep.yaml", "sweep_summary.md", "sweep_summary.json"} <= artefacts
 

@@ -14,7 +14,7 @@ import pytest
 
 from hydra_plugins.medexp_grid_sweeper.job_ends import JobEnd, ended_without_result, read_job_ends, record_job_ends
 from hydra_plugins.medexp_grid_sweeper.medexp_grid_sweeper import JOBS_FILE
-from hydra_plugins.medexp_slurm_launcher.slurm_queue import SlurmQueue, wait_for_jobs
+from hydra_plugins.medexp_slurm_launcher.slurm_queue import JobState, SlurmQueue, WaitBounds, wait_for_jobs
 from medexp.runner.cell_run import CellOutcome
 from medexp.runner.sweep import SweepParentRun, collect, write_outcome
 from medexp.tracking.tags import process_tags
@@ -42,21 +42,25 @@ class Clock:
 
 
 class Queue:
-    """A SlurmQueue whose answer at each poll comes from ``script(poll number)``."""
+    """A SlurmQueue whose answer at each poll comes from ``script(poll number)``: {job id: state},
+    or None for a controller that does not answer."""
 
     def __init__(self, script) -> None:
         self.script, self.polls = script, 0
 
     def states(self, job_ids):
         self.polls += 1
-        return self.script(self.polls)
+        answer = self.script(self.polls)
+        return None if answer is None else {job_id: JobState(state) for job_id, state in answer.items()}
 
 
-def wait(script, jobs=("7_0",), results=(), **bounds):
+BOUNDS = WaitBounds(poll_s=5.0, lost_s=30.0, silent_s=600.0)
+
+
+def wait(script, jobs=("7_0",), results=()):
     clock = Clock()
     waits = wait_for_jobs([Job(job_id) for job_id in jobs], Queue(script), lambda job: job.job_id in results,
-                          poll_s=5.0, lost_after_s=30.0, silent_after_s=600.0, clock=clock, sleep=clock.sleep,
-                          **bounds)
+                          BOUNDS, clock=clock, sleep=clock.sleep)
     return waits, clock.now
 
 
@@ -90,21 +94,17 @@ def test_a_node_failure_that_requeues_the_job_is_not_an_end():
         return {"7_0": "RUNNING" if poll == 1 else "NODE_FAIL" if poll <= 6 else "PENDING" if poll <= 20 else "RUNNING"}
 
     clock = Clock()
-    (job,) = wait_for_jobs([Job("7_0")], Queue(script), lambda job: clock.now >= 200, poll_s=5.0, lost_after_s=30.0,
+    (job,) = wait_for_jobs([Job("7_0")], Queue(script), lambda job: clock.now >= 200, BOUNDS,
                            clock=clock, sleep=clock.sleep)
     assert job.result and not job.ended
     assert job.seen == ["RUNNING", "NODE_FAIL", "PENDING", "RUNNING"]
 
 
-def test_a_slurm_that_does_not_answer_ends_the_jobs_only_after_the_longer_bound():
+def test_a_slurm_that_does_not_answer_gives_up_on_the_jobs_only_after_the_longer_bound_unconfirmed():
     waits, elapsed = wait(lambda poll: None)
-    assert waits[0].ended == "Slurm did not answer for 600 s (last state SUBMITTED)"
+    assert waits[0].given_up == "Slurm did not answer for 600 s (last state SUBMITTED)"
+    assert not waits[0].ended and not waits[0].confirmed  # given up on is not ended: it is to be cancelled
     assert elapsed == 600.0
-
-
-def test_a_wait_after_cancelling_gives_up_at_its_bound():
-    waits, elapsed = wait(lambda poll: {"7_0": "COMPLETING"}, give_up_after_s=60.0)
-    assert waits[0].ended == "still COMPLETING 60 s after the wait began" and elapsed == 60.0
 
 
 def test_each_job_of_an_array_ends_on_its_own():
@@ -116,8 +116,7 @@ def test_each_job_of_an_array_ends_on_its_own():
             results.add("7_1")
         return job.job_id in results
 
-    waits = wait_for_jobs([Job("7_0"), Job("7_1")], Queue(script), has_result, poll_s=5.0, lost_after_s=30.0,
-                          clock=clock, sleep=clock.sleep)
+    waits = wait_for_jobs([Job("7_0"), Job("7_1")], Queue(script), has_result, BOUNDS, clock=clock, sleep=clock.sleep)
     assert waits[0].ended == "ended TIMEOUT without a result (RUNNING -> TIMEOUT)" and not waits[0].result
     assert waits[1].result and not waits[1].ended
 
@@ -137,12 +136,23 @@ def answers(**by_command):
     return run, asked
 
 
-def test_squeue_lists_array_tasks_and_sacct_names_the_ones_squeue_dropped():
-    run, asked = answers(squeue=(0, "7_1|RUNNING\n7_2|PENDING\n", ""),
+def test_squeue_lists_array_tasks_and_sacct_names_the_ones_squeue_dropped_ranges_task_by_task():
+    run, asked = answers(squeue=(0, "7_1|RUNNING|None\n7_2|PENDING|ReqNodeNotAvail, UnavailableNodes:vm\n", ""),
                          sacct=(0, "7_0|CANCELLED by 0\n7_[3-4]|PENDING\n7_5|COMPLETED\n", ""))
-    assert SlurmQueue(run).states(["7_0", "7_1", "7_2"]) == {"7_0": "CANCELLED", "7_1": "RUNNING", "7_2": "PENDING",
-                                                            "7_5": "COMPLETED"}
+    states = SlurmQueue(run).states(["7_0", "7_1", "7_2"])
+    assert {job_id: (s.state, s.reason) for job_id, s in states.items()} == {
+        "7_0": ("CANCELLED", ""), "7_1": ("RUNNING", ""), "7_2": ("PENDING", "ReqNodeNotAvail, UnavailableNodes:vm"),
+        "7_3": ("PENDING", ""), "7_4": ("PENDING", ""), "7_5": ("COMPLETED", "")}
     assert asked == ["squeue", "sacct"]
+
+
+def test_tasks_cancelled_while_pending_are_named_by_their_arrays_record():
+    # As slurm-wlm 22.05 answers once every pending task of array 7 is cancelled: one record, "7".
+    run, asked = answers(squeue=(0, "7|CANCELLED|JobHeldUser\n", ""))
+    states = SlurmQueue(run).states(["7_0", "7_1"])
+    assert {job_id: s.state for job_id, s in states.items()} == {"7": "CANCELLED", "7_0": "CANCELLED",
+                                                                "7_1": "CANCELLED"}
+    assert asked == ["squeue"]
 
 
 def test_without_accounting_a_job_squeue_dropped_is_simply_unknown():
@@ -204,6 +214,30 @@ def test_the_summary_names_each_cells_end_and_what_the_launcher_saw(tmp_path):
     ]
     assert json.loads(summary.to_json())["job_ends"]["2"]["state"] == "NODE_FAIL"
     assert f"| 2 | `{keys[2]}` | LOST |" in summary.markdown()
+
+
+def test_a_cell_whose_job_slurm_did_not_confirm_ended_is_in_an_unknown_state_not_lost(tmp_path):
+    (tmp_path / JOBS_FILE).write_text(json.dumps([{"num": n, "overrides": [f"model={m}"]} for n, m in enumerate("abc")]))
+    keys = [KEY.replace("model=a", f"model={m}") for m in "abc"]
+    write_outcome(tmp_path / "0", CellOutcome(keys[0], None, "RUNNING", {}), 0, [], "p")
+    write_outcome(tmp_path / "2", CellOutcome(keys[2], None, "RUNNING", {}), 2, [], "p")
+    silent = "Slurm did not answer for 600 s (last state RUNNING); cancelled, but Slurm did not show its end"
+    record_job_ends(tmp_path, {0: JobEnd(0, "7_0", "RUNNING", False, silent, confirmed=False),
+                               1: JobEnd(1, "7_1", "PENDING", False, silent, confirmed=False),
+                               2: JobEnd(2, "7_2", "CANCELLED", False, "ended CANCELLED without a result")})
+    summary = collect(tmp_path)
+    assert not summary.ok
+    assert {key: summary.metrics()[key] for key in ("n_lost", "n_unknown")} == {"n_lost": 1.0, "n_unknown": 2.0}
+    assert summary.text().splitlines() == [
+        "3 cells: 0 computed, 0 reused (tracked earlier), 0 failed, 1 lost, 2 jobs in an unknown state",
+        f"  UNKNOWN {keys[0]}: started (attempt 1); Slurm did not confirm its job ended, so its run stays RUNNING; "
+        f"launcher: job 7_0 {silent} (job 0)",
+        f"  LOST {keys[2]}: started (attempt 1) and never reported; launcher: job 7_2 ended CANCELLED without a "
+        "result (job 2)",
+        f"  UNKNOWN job 1 (model=b): it wrote no outcome; launcher: job 7_1 {silent}",
+    ]
+    assert f"| 0 | `{keys[0]}` | UNKNOWN |" in summary.markdown() and "| 1 | `model=b` | UNKNOWN |" in summary.markdown()
+    assert json.loads(summary.to_json())["job_ends"]["0"]["confirmed"] is False
 
 
 # ------------------------------------------------------------------ runs left RUNNING at the sweep's end
