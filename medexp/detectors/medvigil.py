@@ -20,7 +20,7 @@ import pandas as pd
 
 from medexp.answers.table import JUDGED_COLUMNS, Status, check_judged_table
 from medexp.benchmarks.options import LETTERS, normalise
-from medexp.config.schemas import ControlKind, MedvigilConfig
+from medexp.config.schemas import MedvigilConfig
 from medexp.config.tiers import TIERS
 from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, Input
 from medexp.detectors.medvigil_metrics import CONVENTIONS, NO_IMAGE, TRAP, medvigil_intervals, sensitivity_table

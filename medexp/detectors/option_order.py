@@ -35,7 +35,7 @@ import pandas as pd
 
 from medexp.answers.table import Status
 from medexp.benchmarks.options import LETTERS
-from medexp.config.schemas import ControlKind, OptionOrderConfig
+from medexp.config.schemas import OptionOrderConfig
 from medexp.detectors.answer_arms import (
     effect_size,
     example_images,

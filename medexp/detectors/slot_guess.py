@@ -30,7 +30,7 @@ import pandas as pd
 
 from medexp.answers.parse import exact_match, rouge_l
 from medexp.answers.table import Status
-from medexp.config.schemas import ControlKind, SlotGuessConfig
+from medexp.config.schemas import SlotGuessConfig
 from medexp.detectors.answer_arms import (
     effect_size,
     example_images,

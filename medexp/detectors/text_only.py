@@ -48,7 +48,7 @@ import pandas as pd
 
 from medexp.answers.table import Status
 from medexp.benchmarks.options import LETTERS, normalise
-from medexp.config.schemas import ControlKind, TextOnlyConfig
+from medexp.config.schemas import TextOnlyConfig
 from medexp.config.schemas.mmdetect import ChanceModel
 from medexp.detectors.answer_arms import (
     effect_size,

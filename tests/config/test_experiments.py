@@ -45,12 +45,14 @@ def _cells(experiment: str):
 
 
 @pytest.mark.parametrize("experiment", [name for name in EXPERIMENTS if name not in (REPLICATES, ATLAS)])
+@pytest.mark.extended
 def test_every_cell_of_the_preset_composes_with_a_distinct_key(experiment):
     cells = _cells(experiment)
     keys = Counter(Cell.from_config(cfg).key for cfg in cells)
     assert cells and max(keys.values()) == 1, [key for key, n in keys.items() if n > 1]
 
 
+@pytest.mark.extended
 def test_controlled_audit_has_the_27_cell_exchangeability_family():
     cells = _cells("controlled_audit")
     release = [cfg for cfg in cells if cfg.detector.name == "exch_rank" and cfg.control.name == "none"]

@@ -56,6 +56,7 @@ def _scores(demo_cache, model, examples):
     return example_scores(scorer, model_cache_key(cfg, demo_cache), examples, demo_cache)
 
 
+@pytest.mark.extended
 def test_negative_demo_ood_flags_nothing_at_the_demo_cells_tau(demo_cache, tracking_uri):
     demo = _cli(demo_cache, tracking_uri, "detector=image_nn").data.metrics
     ood = _cli(demo_cache, tracking_uri, "detector=image_nn", "control=negative_demo_ood").data.metrics
@@ -64,6 +65,7 @@ def test_negative_demo_ood_flags_nothing_at_the_demo_cells_tau(demo_cache, track
     assert ood["n_examples"] == 300 and ood["n_images_flagged"] == 0 and ood["flag"] == 0.0
 
 
+@pytest.mark.extended
 def test_external_baseline_exch_rank_equals_the_baselines_own_cell(demo_cache, tracking_uri):
     """A baseline runs with the seed of its own cell under the same control, so its metrics equal
     that cell's exactly; under control=none the cell key, hence the permutation seed, differs:
@@ -88,6 +90,7 @@ def test_external_baseline_exch_rank_equals_the_baselines_own_cell(demo_cache, t
     assert lm["n_baselines"] == 1 and lm["baselines_min_p_value"] == dm["p_value"]
 
 
+@pytest.mark.extended
 def test_external_baseline_joins_the_mink_tail_cohort_and_gets_its_own_metrics(demo_cache, tracking_uri):
     cohort = ("detector=mink_tail", "detector.cohort=[demo_clean,demo_leaky]")
     # Without the baseline demo_leaky has a single reference, too few for mink_tail.
@@ -129,6 +132,7 @@ def test_blind_image_scores_differ_and_are_cached_apart(demo_cache, tmp_path):
 
 
 @pytest.mark.parametrize("model", ["demo_leaky", "demo_clean"])
+@pytest.mark.extended
 def test_score_orders_are_the_hand_computed_orders(demo_cache, tracking_uri, model):
     benchmark = load_benchmark_from_config(compose([]).bench, demo_cache)
     scores = _scores(demo_cache, model, benchmark.examples)
@@ -155,6 +159,7 @@ def test_score_orders_are_the_hand_computed_orders(demo_cache, tracking_uri, mod
     assert hashed.metrics["control_order_spearman"] == order_spearman(hashed_order)
 
 
+@pytest.mark.extended
 def test_exch_runs_under_order_answer_len(demo_cache, tracking_uri):
     outcome = _cell(demo_cache, tracking_uri, "detector=exch", "control=order_answer_len",
                     "detector.shards=10", "detector.permutations=20")
@@ -162,6 +167,7 @@ def test_exch_runs_under_order_answer_len(demo_cache, tracking_uri):
     assert abs(outcome.metrics["control_order_spearman"]) < 0.2  # little of the release order is left
 
 
+@pytest.mark.extended
 def test_a_misfit_cell_is_recorded_failed(demo_cache, tracking_uri):
     result = run_medexp(f"paths.cache_dir={demo_cache}", f"tracking.uri={tracking_uri}", "detector=exch",
                         "control=negative_demo_ood")

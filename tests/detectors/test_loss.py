@@ -68,6 +68,7 @@ def _synthetic_logprobs(seed: int, n: int = 200, models: int = 4, planted: float
     return -nll
 
 
+@pytest.mark.extended
 def test_null_false_positive_rate_is_near_alpha():
     alpha, trials = 0.05, 600
     cfg = _cfg(alpha=alpha, n_permutations=400)

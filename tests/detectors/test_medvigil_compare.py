@@ -75,6 +75,7 @@ def test_cases_held_by_one_table_only_are_reported():
 
 
 @pytest.mark.slow
+@pytest.mark.extended
 def test_paired_mcs_test_holds_its_level_under_the_null():
     """Two models with the same per-probe probabilities on shared, heterogeneous cases.
 

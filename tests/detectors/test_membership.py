@@ -98,6 +98,7 @@ def test_metrics_against_scikit_learn(table):
     assert result.metrics["mx_auc_class.a"] == pytest.approx(1.0)
 
 
+@pytest.mark.extended
 def test_null_attacks_sit_at_chance_and_p_is_uniform():
     p_values, aucs = [], []
     for seed in range(80):
@@ -246,6 +247,7 @@ def test_planted_members_are_named_at_the_fdr():
     assert members.loc[members["discovered"], "bh_q"].max() <= 0.1 < members.loc[~members["discovered"], "bh_q"].min()
 
 
+@pytest.mark.extended
 def test_the_shift_control_flags_a_source_shift_and_leaves_the_attacks_unchanged():
     """Members and non-members drawn alike by every model (no memorisation) but written in different
     vocabularies: the inputs-only classifier tells them apart, the attacks' metrics do not move."""

@@ -93,6 +93,7 @@ def test_atypicality_raw_and_within_class():
     assert result.extra_tables["per_example"]["atypicality"].iloc[:4].tolist() == pytest.approx(atypicality[:4])
 
 
+@pytest.mark.extended
 def test_null_m_is_centred_on_zero_and_p_is_uniform():
     """Candidate and independent from one distribution (no memorization) over 200 worlds."""
     p_values, centres = [], []

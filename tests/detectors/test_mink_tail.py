@@ -97,6 +97,7 @@ def _synthetic_cohort(seed: int, n: int = 300, models: int = 4, planted: float =
     return cohort_of_scores(minkpp=scores)
 
 
+@pytest.mark.extended
 def test_null_false_positive_rate_is_near_alpha():
     alpha, trials = 0.05, 600
     cfg = _cfg(thresholds=[3.0], flag_threshold=3.0, flag_fraction=0.05, strata=[], n_permutations=400, alpha=alpha)

@@ -137,6 +137,7 @@ def _core_p(examples, seed, right, n_variants=1, error=0.0):
 
 
 @pytest.mark.parametrize("n_variants", [1, 3])
+@pytest.mark.extended
 def test_null_a_model_without_order_memory_rejects_at_most_alpha(n_variants):
     """Correctness depends on the example only, never on the option order: p-values are valid."""
     runs, p_values = 200, []

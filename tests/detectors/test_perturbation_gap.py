@@ -79,6 +79,7 @@ def test_accuracies_discordant_counts_and_mcnemar_by_hand():
     assert set(result.figures) == {"perturbation_gap"}
 
 
+@pytest.mark.extended
 def test_null_p_values_are_roughly_uniform_and_the_false_positive_rate_holds():
     """A model whose answers do not depend on memory: each pair has an item difficulty shared by
     the original and its twin, and each arm is answered independently at that rate."""
@@ -131,6 +132,7 @@ def test_a_harder_twin_set_flags_every_model_but_not_the_difference_of_gaps():
     assert leaky["gap_difference_ci_low"] > 0 and leaky["n_references"] == 2.0
 
 
+@pytest.mark.extended
 def test_the_difference_of_gaps_holds_its_level_under_the_null():
     """Model and references all clean on a harder twin set: the sign-flip test's false-positive rate."""
     rng = np.random.default_rng(9)

@@ -139,6 +139,7 @@ def guess(probe) -> float:
     return 1.0 / (len(probe.options) - (probe.refusal is not None))
 
 
+@pytest.mark.extended
 def test_null_a_blind_guesser_rejects_at_most_alpha_under_uniform_chance():
     runs = 300
     p_values = np.array([_text_p(choice_examples(60, seed), seed,
@@ -158,6 +159,7 @@ def _prior_guess(probe, rng):
     return letters[int(rng.integers(len(letters)))]
 
 
+@pytest.mark.extended
 def test_null_a_clean_model_using_answer_priors_is_flagged_by_uniform_chance_but_not_by_prior():
     """Yes/no golds are "yes" 75% of the time and the clean model always says yes (no memory)."""
     runs, uniform, prior = 150, [], []

@@ -70,6 +70,7 @@ def test_rank_by_delta_removes_shared_easiness():
         detect(cohort, _cfg(top_k=5))
 
 
+@pytest.mark.extended
 def test_null_false_positive_rate_matches_the_exact_size():
     """Independent scores: each intersection is hypergeometric and, given the target's set, the
     target's pairs are independent, so the test's exact size follows from scipy alone."""
@@ -136,6 +137,7 @@ def _heteroscedastic_cohort(rng, n=300, models=5):
     return rng.normal(size=(n, 1)) + spread[:, None] * rng.normal(size=(n, models))
 
 
+@pytest.mark.extended
 def test_relabel_test_holds_its_size_where_the_hypergeometric_test_does_not():
     alpha, trials = 0.05, 120
     hypergeometric, relabel = [], []

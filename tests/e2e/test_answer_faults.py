@@ -279,6 +279,7 @@ def _medexp(*args, timeout: float = 120):
                             stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.extended
 def test_sigterm_ends_a_cell_waiting_on_a_long_retry_after_within_seconds(mc, tmp_path):
     with ChatServer(fault_rule=lambda prompt, body: Fault(503, retry_after="86400")) as server:
         args = [*mc.overrides(*served(server, "stuck", "model.retry_after_max=86400", "model.max_retries=5")),

@@ -13,7 +13,7 @@ from mlflow.tracking import MlflowClient
 
 from tests.conftest import cell_runs, run_medexp
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 ARTIFACTS = {
     "mink_tail": ["config.yaml", "delta_tail.png", "per_stratum.parquet"],

@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from tests.conftest import cell_runs, run_medexp
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ def _artifacts(client, run_id):
     return sorted(item.path for item in client.list_artifacts(run_id))
 
 
+@pytest.mark.extended
 def test_leaky_model_is_detected_and_tracked(demo_cache, tracking_uri):
     result, summary = _cell(demo_cache, tracking_uri)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -61,6 +62,7 @@ def test_leaky_model_is_detected_and_tracked(demo_cache, tracking_uri):
     assert forced_summary["p_value"] == summary["p_value"]
 
 
+@pytest.mark.extended
 def test_the_clean_model_is_far_from_the_leaky_ones_evidence(demo_cache, tracking_uri):
     """One trained clean model is one draw of a test that flags 1% of clean models at alpha 0.01
     (seed 0 under the lock gives p = 0.0074): whether clean models are flagged is a claim over
@@ -100,6 +102,7 @@ def test_failed_cell_is_recorded_and_exits_nonzero(demo_cache, tracking_uri):
     assert "error.txt" in _artifacts(client, run.info.run_id)
 
 
+@pytest.mark.extended
 def test_a_local_checkpoint_loads_through_the_hub_path(demo_cache, tracking_uri):
     """A save_pretrained directory given as `pretrained` scores exactly like the demo model."""
     from medexp.config import compose

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pandas as pd
+import pytest
 import yaml
 
 from medexp.config import conf_dir
@@ -41,6 +42,7 @@ def two_point_atlas(conf: os.PathLike) -> str:
     return f"hydra.searchpath=[file://{conf}]"
 
 
+@pytest.mark.extended
 def test_two_point_atlas_runs_and_reports_its_dose_response(demo_cache, tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     search_path = two_point_atlas(tmp_path / "conf")

@@ -39,6 +39,7 @@ def test_two_scorings_from_scratch_are_identical(demo_cache, tmp_path):
     assert runs[0][2] == runs[1][2]
 
 
+@pytest.mark.extended
 def test_exch_null_p_values_are_roughly_uniform(demo_cache, tmp_path):
     """The clean model on 24 random orders of the benchmark (none of which it saw)."""
     cfg, examples, scorer = _setup(demo_cache, "demo_clean", "detector.shards=12", "detector.permutations=15")
@@ -52,6 +53,7 @@ def test_exch_null_p_values_are_roughly_uniform(demo_cache, tmp_path):
     assert np.mean(p_values < 0.05) <= 0.2  # 5% expected; 0.2 allows sampling noise at n = 24
 
 
+@pytest.mark.extended
 def test_demo_model_build_is_deterministic(tmp_path):
     from omegaconf import OmegaConf
     from safetensors.torch import load_file
@@ -69,6 +71,7 @@ def test_demo_model_build_is_deterministic(tmp_path):
         assert (weights[0][name] == weights[1][name]).all(), name
 
 
+@pytest.mark.extended
 def test_demo_model_weights_do_not_depend_on_the_callers_thread_count(tmp_path):
     import torch
     from omegaconf import OmegaConf

@@ -74,6 +74,7 @@ def test_demo_grid_with_joblib_then_the_report(demo_cache, tracking_uri, tmp_pat
     assert {"claims_to_evidence.md", "claims_to_evidence.html", "claims_to_evidence.tex"} <= logged
 
 
+@pytest.mark.extended
 def test_user_config_folder_adds_a_model_a_benchmark_and_a_claim(demo_cache, tracking_uri, tmp_path):
     from medexp.demo.cache import demo_benchmark_root
     from medexp.config import compose

@@ -125,6 +125,7 @@ def test_an_inspect_task_run_by_inspect_itself_imports_to_the_served_cells_resul
 
 
 @pytest.mark.parametrize("fmt", ("jsonl", "vlmevalkit", "lmms_eval"))
+@pytest.mark.extended
 def test_an_export_answered_by_the_demo_model_outside_medexp_imports_to_its_white_box_result(
         fmt, answering_cache, tmp_path):
     from medexp.models import model_location

@@ -6,7 +6,8 @@ reused when asked again; a detector that reads no replies is reused whatever the
 from __future__ import annotations
 
 from tests.answers.server import ChatServer
-from tests.e2e.test_answer_faults import mc, served, store  # noqa: F401 (fixtures)
+from tests.e2e.test_answer_faults import served
+from tests.e2e.test_answer_faults import mc, store  # noqa: F401  (the fixtures these tests use)
 from tests.e2e.test_mmdetect_cells import honest
 
 

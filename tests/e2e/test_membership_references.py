@@ -21,6 +21,7 @@ pytestmark = pytest.mark.slow
 LEAKY = "demo_leaky demo.leak_epochs=1"
 
 
+@pytest.mark.extended
 def test_train_builds_complementary_reference_halves_and_a_cell_attacks_with_them(demo_cache, tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     trained = run_train(f"models=['{LEAKY}']", "references=2", f"tracking.uri={uri}", cache=demo_cache)

@@ -49,6 +49,7 @@ def test_refine_logs_refined_and_pooled_p_values(demo_cache, tracking_uri):
     assert seed != int(before["permutation_seed"])  # not the cell's own stream
 
 
+@pytest.mark.extended
 def test_refine_refuses_other_detectors_and_unfinished_runs(demo_cache, tracking_uri):
     loss = run_medexp(f"paths.cache_dir={demo_cache}", f"tracking.uri={tracking_uri}", "detector=loss",
                       "detector.cohort=[demo_clean,demo_clean_b]", "detector.n_permutations=100")

@@ -15,6 +15,7 @@ from tests.grid.conftest import cell_runs, store, sweep_runs, write_experiment
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.extended
 def test_joblib_grid_runs_each_cell_nested_under_one_parent_run(common, tracking_uri, tmp_path):
     searchpath = write_experiment(
         tmp_path / "conf",
@@ -58,6 +59,7 @@ def test_joblib_grid_runs_each_cell_nested_under_one_parent_run(common, tracking
     assert {o["sweep_run_id"] for o in outcomes} == {parent.run_id}
 
 
+@pytest.mark.extended
 def test_a_single_cell_run_opens_no_sweep_run(common, tracking_uri):
     result = run_medexp("model=demo_clean", *common)
     assert result.returncode == 0, result.stderr
@@ -77,6 +79,7 @@ def write_local_benchmark(root: Path, demo_cache: Path, n: int = 60) -> None:
     (root / "test.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+@pytest.mark.extended
 def test_failed_cell_is_reported_and_only_it_is_recomputed_on_a_rerun(common, demo_cache, tracking_uri, tmp_path):
     local_root = tmp_path / "localbench"
     local_root.mkdir()  # its test.jsonl is missing on the first run: that cell fails for a real reason
@@ -149,6 +152,7 @@ def check_two_cells_under_their_parent(result, tracking_uri: str, launcher: str)
     return parent, cells
 
 
+@pytest.mark.extended
 def test_submitit_local_runs_two_cells_under_the_parent_run(common, tracking_uri, tmp_path):
     result = run_medexp(
         "-m",
@@ -163,6 +167,7 @@ def test_submitit_local_runs_two_cells_under_the_parent_run(common, tracking_uri
     assert len(list((tmp_path / "sweep" / ".submitit").glob("*/*_result.pkl"))) == 2
 
 
+@pytest.mark.extended
 def test_ray_runs_two_cells_as_tasks_on_a_local_ray_with_the_submitting_environment(common, tracking_uri, tmp_path):
     result = run_medexp(
         "-m", "model=demo_clean,demo_leaky", "hydra/launcher=ray", f"hydra.sweep.dir={tmp_path / 'sweep'}",
@@ -198,6 +203,7 @@ def test_a_sweep_stopped_by_its_launcher_ends_its_parent_killed_and_lists_the_lo
     assert parent.metrics["n_lost"] == 2.0
 
 
+@pytest.mark.extended
 def test_a_cell_shared_by_two_jobs_fills_the_cache_one_process_fills_and_its_plain_run_tracks_it(
     demo_cache, tracking_uri, tmp_path
 ):

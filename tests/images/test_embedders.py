@@ -188,6 +188,7 @@ def test_real_siglip_configs_have_the_published_widths():
         )
 
 
+@pytest.mark.extended
 def test_offline_hub_download_fails_with_instructions(tmp_path):
     """The real `pretrained: webli` path, offline: a clear error instead of a hub traceback."""
     probe = (

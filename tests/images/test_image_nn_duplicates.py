@@ -170,6 +170,7 @@ def clustered(rng: np.random.Generator, count: int, dim: int = 8) -> np.ndarray:
 EXACT_INDEX = OmegaConf.structured(IndexConfig(gpu=False))
 
 
+@pytest.mark.extended
 def test_deduplicated_calibration_keeps_the_level_where_the_raw_one_collapses():
     """A corpus whose 1,800 images each appear 1 to 4 times (as in a VQA train split) and a clean
     benchmark from the same distribution: deduplicated calibration flags about tau_alpha and the

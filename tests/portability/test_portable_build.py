@@ -20,6 +20,8 @@ import pytest
 
 from medexp.kernel.portable import KERNEL_VARIABLES
 
+pytestmark = pytest.mark.extended
+
 HERE = Path(__file__).resolve().parent
 
 GLIBC_NO_AVX512 = "glibc.cpu.hwcaps=-AVX512F,-AVX512DQ,-AVX512BW,-AVX512VL"

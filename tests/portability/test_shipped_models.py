@@ -117,6 +117,7 @@ def test_install_copies_verified_weights_without_training(tmp_path, no_training)
     assert [path.name for path in (tmp_path / "demo").glob("model-*") if path.is_dir()] == [directory.name]
 
 
+@pytest.mark.extended
 def test_the_membership_references_install_without_training(tmp_path, no_training):
     """A membership_references cell on the demo (and medexp.train references=8) copies the shipped
     references, with the ids each trained on, instead of leaking on this CPU."""

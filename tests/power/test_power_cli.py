@@ -128,6 +128,7 @@ def test_text_only_tests_against_the_options_chance_rate():
     assert f"MDE: {pw.above_chance_mde(400, 0.25, 0.01):.4g} accuracy above chance (fraction; 0.05 = 5 accuracy points)" in lines
 
 
+@pytest.mark.extended
 def test_a_cohort_detector_answers_by_simulation(tmp_path, monkeypatch):
     from medexp.detectors.power_simulation import simulated_mde
 
@@ -144,6 +145,7 @@ def test_a_cohort_detector_answers_by_simulation(tmp_path, monkeypatch):
     assert list((tmp_path / "power").glob("*.json"))  # cached for the next answer
 
 
+@pytest.mark.extended
 def test_topk_says_why_n_is_not_its_lever(tmp_path, monkeypatch):
     monkeypatch.setenv("MEDEXP_POWER_SIMULATIONS", "20")
     overrides, options = split_arguments(["bench=demo", "detector=topk_jaccard", "effect=3", "tail_rate=0.02",
@@ -160,6 +162,7 @@ def test_topk_says_why_n_is_not_its_lever(tmp_path, monkeypatch):
     ("relabel", "topk_jaccard", "cohort-relabel permutation test"),
     ("hypergeometric", "topk_jaccard_hypergeometric", "hypergeometric tests"),
 ])
+@pytest.mark.extended
 def test_topk_simulates_the_null_its_detector_runs(tmp_path, monkeypatch, null, kind, test):
     monkeypatch.setenv("MEDEXP_POWER_SIMULATIONS", "20")
     overrides, options = split_arguments(["bench=demo", "detector=topk_jaccard", f"detector.null={null}",

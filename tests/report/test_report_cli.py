@@ -134,6 +134,7 @@ def test_the_report_cli_writes_the_map_figures_and_a_report_run(store, tracking_
     assert "statuses: " in result.stdout and "no evidence" in result.stdout
 
 
+@pytest.mark.extended
 def test_a_second_report_ignores_the_first_report_run(store, tracking_uri, tmp_path):
     outputs = []
     for name in ("first", "second"):

@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO, run_medexp
 
 CELL = ("model=demo_leaky", "detector=exch", "detector.shards=6", "detector.permutations=5", "bench.max_examples=120")
@@ -16,6 +18,7 @@ def plan(*overrides: str) -> subprocess.CompletedProcess:
                           text=True, timeout=600)
 
 
+@pytest.mark.extended
 def test_plan_names_the_first_entry_and_the_tasks_starts_then_nothing_once_the_cell_ran(demo_cache, tmp_path):
     cache = tmp_path / "cache"
     cache.mkdir()

@@ -22,6 +22,7 @@ def _test(inputs: ShiftInputs, labels=LABELS, permutations: int = 199, seed: int
     return shift_test(inputs, labels, n_folds=5, n_permutations=permutations, n_bootstrap=200, level=0.95, seed=seed)
 
 
+@pytest.mark.extended
 def test_inputs_drawn_alike_give_chance_auc_and_uniform_p_values():
     """40 worlds of 40 examples whose texts come from one vocabulary: the cross-validated AUC sits
     near 0.5 and the permutation p-values are uniform (p floor 1/25)."""

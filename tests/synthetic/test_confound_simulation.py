@@ -18,6 +18,7 @@ def _runs_by_model(uri: str) -> dict:
     return {(run.data.tags["medexp.model"], run.data.tags["medexp.detector"]): run for run in runs}
 
 
+@pytest.mark.extended
 def test_the_preset_logs_one_run_per_cohort_model_and_the_composition_sweep(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     result = run_medexp("experiment=confound_simulation", f"tracking.uri={uri}", f"paths.cache_dir={tmp_path}",
@@ -43,6 +44,7 @@ def test_the_preset_logs_one_run_per_cohort_model_and_the_composition_sweep(tmp_
     assert "descriptive  control_order_spearman=1  draws=200  false_positive_flag_prob_0=0" in result.stdout
 
 
+@pytest.mark.extended
 def test_a_single_cell_with_explicit_overrides(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     result = run_medexp("model=synthetic", "model.name=clean_baseline", "bench=synthetic", "control=synthetic",

@@ -122,6 +122,7 @@ def test_appendix_b_flags_every_high_gain_model_and_no_low_gain_one(seed):
     assert max(rates) - min(rates) <= 0.01
 
 
+@pytest.mark.extended
 def test_the_other_cohort_detectors_run_on_synthetic_scores():
     """Table 5 from first principles: the clean baseline's top-25 equals a suspect's (Jaccard 1:
     the 25 largest easiness values are hundreds apart, the noise sd is 1), and the loss gap of
@@ -156,6 +157,7 @@ def test_planted_contamination_is_detected_in_a_homogeneous_cohort():
         assert peer.metrics["pr_delta_gt_100"] == 0.0 and peer.metrics["flag"] == 0.0
 
 
+@pytest.mark.extended
 def test_a_clean_homogeneous_cohort_is_not_flagged():
     """Null: equal gains and no contamination. The audit's flag never fires (Delta is noise of sd
     ~1.2 against a threshold of 100), and the cohort-relabel p-value of a noise-scale tail

@@ -12,7 +12,7 @@ from mlflow.tracking import MlflowClient
 from tests.conftest import REPO
 from tests.train.tiny import write_config_dir
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 
 def run_train(*overrides: str, cache, timeout: int = 900) -> subprocess.CompletedProcess:
