@@ -118,7 +118,7 @@ def imported_probe_ids(path: str | Path, fmt: ResponsesFormat | str = ResponsesF
 
     fmt = ResponsesFormat(fmt)
     reading = Reading(Path(path), list(probes), None, None, BadLines(Path(path)), export_folder(path, fmt))
-    return {record["probe_id"] for _, _, record in harness_format(ResponsesFormat(fmt).value).read(reading)}
+    return {record["probe_id"] for _, _, record in harness_format(fmt.value).read(reading)}
 
 
 def _probe_lookup(probes: Sequence) -> dict[str, Any]:
@@ -315,22 +315,27 @@ def import_model_responses(probes: Sequence, model_cfg, answer_cfg, skipped_ids:
 def export_manifest(model_cfg):
     """The manifest of the export a ``responses`` model's replies answer: ``model.responses_manifest``,
     else the format's found beside the reply file or above it; None for a harness's own file (no export)."""
-    from medexp.answers.formats import harness_format
-    from medexp.answers.formats.manifest import find_manifest, read_manifest
+    from medexp.answers.formats.manifest import read_manifest
 
-    named = model_cfg.get("responses_manifest")
-    fmt = harness_format(ResponsesFormat(model_cfg.get("responses_format") or ResponsesFormat.medexp).value).name
-    path = Path(named) if named else find_manifest(model_cfg.responses_path, fmt)
+    fmt = ResponsesFormat(model_cfg.get("responses_format") or ResponsesFormat.medexp)
+    path = _manifest_path(model_cfg.responses_path, fmt, model_cfg.get("responses_manifest"))
     return (path, read_manifest(path)) if path is not None else None
+
+
+def _manifest_path(replies: str | Path, fmt: ResponsesFormat, named: Optional[str | Path] = None) -> Optional[Path]:
+    """``named``, else the format's manifest found beside the replies or above them (None: none)."""
+    from medexp.answers.formats import harness_format
+    from medexp.answers.formats.manifest import find_manifest
+
+    return Path(named) if named else find_manifest(replies, harness_format(fmt.value).name)
 
 
 def export_folder(replies: str | Path, fmt: ResponsesFormat, manifest: Optional[Path] = None) -> Optional[ExportFolder]:
     """The export the replies at ``replies`` answer (``manifest``, else the format's manifest found
     beside them or above), with the absolute paths of the files it wrote; None for a harness's own file."""
-    from medexp.answers.formats import harness_format
-    from medexp.answers.formats.manifest import find_manifest, read_manifest
+    from medexp.answers.formats.manifest import read_manifest
 
-    path = manifest if manifest is not None else find_manifest(replies, harness_format(fmt.value).name)
+    path = _manifest_path(replies, fmt, manifest)
     if path is None:
         return None
     record = read_manifest(path)

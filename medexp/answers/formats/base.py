@@ -321,25 +321,22 @@ class Carried:
     gold: Optional[str] = None
 
 
-def normalised(text: Any) -> str:
-    """Text compared as a harness may have re-typed it: case, surrounding and repeated whitespace aside."""
-    return " ".join(str(text).split()).casefold()
-
-
 def disagreement(probe, carried: Carried) -> Optional[str]:
     """How the options or gold a row carries differ from its probe's (normalised), or None. A gold
-    is the probe's gold letter or, for a choice probe, the text of its gold option."""
-    from medexp.benchmarks.options import LETTERS
+    is the probe's gold letter or, for a choice probe, the text of its gold option. Texts compare as
+    option texts do (:func:`medexp.benchmarks.options.normalise`: case and spacing aside), as a
+    harness may have re-typed them."""
+    from medexp.benchmarks.options import LETTERS, normalise
 
     if carried.options is not None and probe.options is not None:
-        theirs, ours = [normalised(option) for option in carried.options], [normalised(o) for o in probe.options]
+        theirs, ours = [normalise(option) for option in carried.options], [normalise(o) for o in probe.options]
         if theirs != ours:
             return f"options {carried.options} and probe {probe.probe_id} has {list(probe.options)}"
     if carried.gold is not None and str(carried.gold).strip():
-        accepted = {normalised(probe.gold)}
+        accepted = {normalise(probe.gold)}
         if probe.options is not None and probe.gold in LETTERS[:len(probe.options)]:
-            accepted.add(normalised(probe.options[LETTERS.index(probe.gold)]))
-        if normalised(carried.gold) not in accepted:
+            accepted.add(normalise(probe.options[LETTERS.index(probe.gold)]))
+        if normalise(carried.gold) not in accepted:
             return f"gold {carried.gold!r} and probe {probe.probe_id} has gold {probe.gold!r}"
     return None
 
