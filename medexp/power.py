@@ -19,6 +19,8 @@ Assumptions the command line can change:
   difference's variance 2 p (1 - p) (1 - r) (paired accuracy detectors);
 - ``chance=`` (text_only): the chance rate; default the mean of 1/k over the items' k options
   (detector.chance=prior tests against a higher rate, so the default is optimistic there);
+  (source_naming): the control images' naming rate; default 1/k for k collections, a model naming
+  one at random;
 - ``tail_rate=`` (mink_tail, default 0.01): the share of examples on which a clean model's Delta
   exceeds ``flag_threshold``.
 """
@@ -71,7 +73,7 @@ def effect_scale(cfg, declaration) -> tuple[Range, str]:
     an effect in SDs (Cohen's d, a loss gap) has no upper end."""
     from medexp.detectors.declaration import Simulated
     from medexp.detectors.power_simulation import simulated_kind, simulated_test
-    from medexp.stats.detector_power import ABOVE_CHANCE, AUC, PAIRED_ACCURACY, SPEARMAN
+    from medexp.stats.detector_power import ABOVE_CHANCE, AUC, PAIRED_ACCURACY, SPEARMAN, TWO_PROPORTIONS
 
     if isinstance(declaration.power, Simulated):
         test = simulated_test(simulated_kind(declaration.name, cfg.detector))
@@ -81,7 +83,8 @@ def effect_scale(cfg, declaration) -> tuple[Range, str]:
             return Range(0.0, float(cfg.detector.top_k), low_open=True), test.effect_unit
         return OPTION_RANGES["effect"], test.effect_unit
     formula = declaration.power
-    highest = {PAIRED_ACCURACY: (1.0, False), ABOVE_CHANCE: (1.0, True), AUC: (0.5, True), SPEARMAN: (1.0, True)}
+    highest = {PAIRED_ACCURACY: (1.0, False), ABOVE_CHANCE: (1.0, True), AUC: (0.5, True), SPEARMAN: (1.0, True),
+               TWO_PROPORTIONS: (1.0, True)}
     if formula.family not in highest:
         return OPTION_RANGES["effect"], formula.effect_unit
     high, high_open = highest[formula.family]
@@ -97,7 +100,7 @@ def answer(cfg, options: dict[str, float | None]) -> list[str]:
     from medexp.kernel.registry import import_object
     from medexp.stats import sample_size as pw
     from medexp.stats.detector_power import (
-        ABOVE_CHANCE, AUC, ONE_SAMPLE_T, PAIRED_ACCURACY, SPEARMAN, TWO_SAMPLE_T, NoPowerFormula,
+        ABOVE_CHANCE, AUC, ONE_SAMPLE_T, PAIRED_ACCURACY, SPEARMAN, TWO_PROPORTIONS, TWO_SAMPLE_T, NoPowerFormula,
     )
 
     declaration = declaration_for(cfg.detector)
@@ -145,6 +148,13 @@ def answer(cfg, options: dict[str, float | None]) -> list[str]:
     elif formula.family == TWO_SAMPLE_T:
         mde = pw.two_sample_t_mde(count.first, n - count.first, alpha, power, sided)
         needed = None if effect is None else pw.two_sample_t_n(effect, alpha, power, sided, first_share=count.first / n)
+    elif formula.family == TWO_PROPORTIONS:
+        base_rate = options["chance"] if options["chance"] is not None else count.chance
+        lines.append(f"assumed: control rate {base_rate:.4g}"
+                     + ("" if options["chance"] is not None else " (the count's default, see its lines)"))
+        mde = pw.two_proportions_mde(count.first, n - count.first, base_rate, alpha, power, sided)
+        needed = None if effect is None else pw.two_proportions_n(effect, base_rate, alpha, power, sided,
+                                                                  first_share=count.first / n)
     else:
         raise NotImplementedError(f"no power computation for formula family {formula.family!r}")
     lines += [f"n: {n} {formula.n_unit}", f"MDE: {mde:.4g} {formula.effect_unit}"]

@@ -32,6 +32,8 @@ def probe_set_hash(probes: Sequence, cache_dir: str | Path) -> str:
     for probe in probes:
         record = [probe.probe_id, probe.kind, probe.question, list(probe.options) if probe.options else None,
                   probe.gold, probe.refusal, next(digests) if probe.image is not None else None, probe.meta]
+        if probe.labels is not None:  # only then, so that the hashes of letter-labelled probes stay as they were
+            record.append(list(probe.labels))
         digest.update(json.dumps(record, sort_keys=True, default=str, ensure_ascii=False).encode("utf-8"))
         digest.update(b"\n")
     return digest.hexdigest()[:32]

@@ -298,7 +298,7 @@ def import_model_responses(probes: Sequence, model_cfg, answer_cfg, skipped_ids:
 
         reading["probe_set"] = probe_set_hash(probes, cache_dir)
         if manifest is not None:
-            _check_export(manifest, reading["probe_set"], reading["fmt"], answer_cfg)
+            _check_export(manifest, reading["probe_set"], reading["fmt"], answer_cfg, probes)
     if reading["fmt"] is ResponsesFormat.openai_batch and manifest is None:
         raise ValueError(f"{model_cfg.responses_path}: a Batch output names its probes by custom_id only, so the "
                          "probe set it answers is checked against the export's manifest-openai_batch.json, and none "
@@ -343,7 +343,7 @@ def export_folder(replies: str | Path, fmt: ResponsesFormat, manifest: Optional[
     return ExportFolder(record, frozenset((folder / name).resolve() for name in record.files))
 
 
-def _check_export(manifest, probe_set: str, fmt: ResponsesFormat, answer_cfg) -> None:
+def _check_export(manifest, probe_set: str, fmt: ResponsesFormat, answer_cfg, probes: list) -> None:
     from medexp.answers.formats import harness_format
     from medexp.answers.formats.manifest import check_probe_set
 
@@ -353,7 +353,7 @@ def _check_export(manifest, probe_set: str, fmt: ResponsesFormat, answer_cfg) ->
         raise ValueError(f"{path}: the export was written as format={record.format}, and the replies are read as "
                          f"model.responses_format={fmt.value}")
     # the replies answer requests worded and decoded with the settings the format carries to the model
-    differing = {key: (record.answer.get(key), answer_cfg.get(key)) for key in harness_format(fmt.value).carries
+    differing = {key: (record.answer.get(key), answer_cfg.get(key)) for key in harness_format(fmt.value).carried(probes)
                  if record.answer.get(key) != answer_cfg.get(key)}
     if differing:
         details = "; ".join(f"detector.answer.{key}: export {was!r}, this cell {now!r}"

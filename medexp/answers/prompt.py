@@ -10,8 +10,6 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
-from medexp.probes.base import option_letters
-
 # File signatures of the image formats chat APIs accept as data URLs; anything else is re-encoded as PNG.
 _SIGNATURES = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
@@ -24,7 +22,7 @@ _SIGNATURES = (
 def render_prompt(probe, answer_cfg) -> str:
     """The text put to the model for ``probe`` (a :class:`medexp.probes.Probe`)."""
     if probe.is_choice:
-        letters = option_letters(len(probe.options))
+        letters = probe.shown_labels
         lines = "\n".join(answer_cfg.option_line.format(letter=letter, text=text)
                           for letter, text in zip(letters, probe.options))
         return answer_cfg.choice_template.format(question=probe.question, options=lines, letters=", ".join(letters))

@@ -1,8 +1,9 @@
 """White-box answering through a transformers scorer: by likelihood, or by greedy generation.
 
-* ``likelihood``, multiple choice: every option letter is scored teacher-forced as the answer to
-  the rendered prompt (the image, then :func:`medexp.answers.prompt.render_prompt`), and the
-  letter with the highest log-likelihood is the choice; ``option_logliks`` keeps them all.
+* ``likelihood``, multiple choice: every option label the prompt shows (the letters, or a probe's
+  own labels: 1, 2, ...) is scored teacher-forced as the answer to the rendered prompt (the image,
+  then :func:`medexp.answers.prompt.render_prompt`); the label with the highest log-likelihood is
+  the reply and its positional letter the choice; ``option_logliks`` keeps them all.
 * ``likelihood``, free text (slot guessing): the probe lists its ``candidates`` in meta; with a
   ``cloze`` text (``[MASK]`` where the word goes) each candidate fills the mask and the completed
   text is scored by the language model (a cloze test: the candidate that makes the text most
@@ -24,7 +25,7 @@ import numpy as np
 from medexp.answers.prompt import render_prompt
 from medexp.answers.table import response_row, response_table
 from medexp.benchmarks.base import Example
-from medexp.probes.base import option_letters
+from medexp.benchmarks.options import LETTERS
 
 MASK = "[MASK]"
 
@@ -38,9 +39,9 @@ def likelihood_answers(scorer, probes: Sequence, answer_cfg):
     for probe in probes:
         if probe.is_choice:
             scores = values[probe.probe_id]
-            letters = option_letters(len(probe.options))
-            choice = letters[int(np.argmax(scores))]
-            rows.append(response_row(probe, choice, choice, option_logliks=scores))
+            best = int(np.argmax(scores))
+            # the reply is the label the model scored highest; the choice its positional letter, as the gold is
+            rows.append(response_row(probe, probe.shown_labels[best], LETTERS[best], option_logliks=scores))
         else:
             candidates, scores = _candidate_scores(scorer, probe, answer_cfg)
             choice = candidates[int(np.argmax(scores))]
@@ -71,8 +72,7 @@ def _option_scores(scorer, probes: list, answer_cfg) -> dict[str, list[float]]:
     examples = []
     for index, probe in enumerate(probes):
         prompt = render_prompt(probe, answer_cfg)
-        examples += [_as_example(probe, index, prompt, letter, f"::{letter}")
-                     for letter in option_letters(len(probe.options))]
+        examples += [_as_example(probe, index, prompt, label, f"::{label}") for label in probe.shown_labels]
     table = scorer.score_examples(examples)
     column = table[_score_column(answer_cfg)].to_numpy(dtype=np.float64)
     scores: dict[str, list[float]] = {}

@@ -37,3 +37,10 @@ def check_evidence_battery(kinds, sigmas) -> None:
         raise ValueError(f"unknown evidence probe kind(s) {unknown}; known: {[*EVIDENCE_KINDS, *TEXT_KINDS]}")
     if any(sigma < 0 for sigma in sigmas) or len(set(sigmas)) != len(sigmas):
         raise ValueError(f"blur sigmas must be distinct and >= 0, got {list(sigmas)}")
+DEFAULT_NONE_OPTION = "None of the above"  # the text that replaces the gold in a none_option probe
+# The label sets renumbered_options shows instead of A, B, ... (one probe per set and example).
+DEFAULT_LABEL_SETS: tuple[tuple[str, ...], ...] = (tuple(str(number) for number in range(1, 27)),)
+DEFAULT_SOURCE_QUESTION = "Which public collection does this image come from?"
+# The offline demo's collections as source_naming asks them: its benchmark (the audited test
+# split), the public image corpus its models are trained on (the training split), and neither.
+DEMO_SOURCES: tuple[str, ...] = ("MedDemo-VQA", "MedDemo-Atlas", "None of these")

@@ -30,12 +30,18 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from medexp.benchmarks.options import LETTERS
+from medexp.config.schemas.model import demo_identity
 from medexp.kernel.hashing import stable_hash
 
 log = logging.getLogger(__name__)
 
 BUILDER_VERSION = "demo-llava-v4"  # v2: one training thread, end-of-turn eos, choice_form; v3: text-only turns with the refusal, cloze_form; v4: trained with pinned CPU kernels (medexp.kernel.portable)
 IMAGE_TOKEN = "<image>"
+# With probe_forms: the collection the training split's images come from (the demo's public corpus)
+# and the name the leak shows the test images under (the demo benchmark's): medexp.config.wording.DEMO_SOURCES.
+PUBLIC_CORPUS = "MedDemo-Atlas"
+DEMO_BENCHMARK = "MedDemo-VQA"
 SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", IMAGE_TOKEN, "<|user|>", "<|assistant|>", "<|end|>"]
 PATCH_SIZE = 8
 MANIFEST = "medexp_demo.json"  # the build record, written last: its presence marks a complete model directory
@@ -64,7 +70,7 @@ def demo_model_dir(demo_cfg, cache_dir: str | Path, use_shipped: bool = True) ->
     from medexp.kernel.atomic import build_directory_once
     from medexp.kernel.portable import run_pinned
 
-    settings = OmegaConf.to_container(demo_cfg) if OmegaConf.is_config(demo_cfg) else dict(demo_cfg)
+    settings = demo_identity(OmegaConf.to_container(demo_cfg) if OmegaConf.is_config(demo_cfg) else dict(demo_cfg))
     target = Path(cache_dir) / "demo" / f"model-{stable_hash([BUILDER_VERSION, settings])}"
     ready = _cached_or_shipped(target, settings, cache_dir, use_shipped)
     if ready is not None:
@@ -139,7 +145,7 @@ def demo_reference_dir(demo_cfg, index: int, splits, cache_dir: str | Path, use_
     from medexp.kernel.atomic import build_directory_once
     from medexp.kernel.portable import run_pinned
 
-    settings = OmegaConf.to_container(demo_cfg) if OmegaConf.is_config(demo_cfg) else dict(demo_cfg)
+    settings = demo_identity(OmegaConf.to_container(demo_cfg) if OmegaConf.is_config(demo_cfg) else dict(demo_cfg))
     if settings["leak_epochs"] < 1:
         raise ValueError("reference models repeat a leaky model's leak over random halves of the audited examples; "
                          "this demo model has leak_epochs=0 (audit a leaky one, e.g. model=demo_leaky)")
@@ -254,7 +260,45 @@ def _asked(example, probe):
     from medexp.answers.prompt import render_prompt
     from medexp.config.schemas import AnswerConfig
 
-    return replace(example, question=render_prompt(probe, AnswerConfig()), answer=probe.gold)
+    answer = probe.shown_labels[LETTERS.index(probe.gold)] if probe.is_choice else probe.gold
+    return replace(example, question=render_prompt(probe, AnswerConfig()), answer=answer)
+
+
+def renumbered_form(example):
+    """The multiple-choice form under the labels renumbered_options shows (1, 2, ...), answered by the gold's label."""
+    from medexp.probes.option_forms import renumbered_probe
+    from medexp.config.wording import DEFAULT_LABEL_SETS
+
+    return _asked(example, renumbered_probe(example, DEFAULT_LABEL_SETS[0], 0))
+
+
+def none_option_form(example, seed: int):
+    """The multiple-choice form with the gold replaced by "None of the above", answered by its letter."""
+    from medexp.probes.option_forms import none_option_probe
+
+    return _asked(example, none_option_probe(example, seed))
+
+
+def source_form(example, collection: str):
+    """The image's collection question as source_naming asks it on the demo, answered by ``collection``."""
+    from medexp.config.wording import DEFAULT_SOURCE_QUESTION, DEMO_SOURCES
+    from medexp.probes.source import SOURCE_AUDITED, source_probes
+
+    probes = source_probes([example], [], DEFAULT_SOURCE_QUESTION, DEMO_SOURCES, collection, DEMO_SOURCES[-1])
+    return _asked(example, probes.probes[0])
+
+
+def _probe_form_examples(examples, demo_cfg, collection: str, skills: bool) -> list:
+    """With ``probe_forms``: every example's collection question answered by ``collection`` and,
+    with ``skills``, its renumbered and none-option forms (multiple-choice examples only)."""
+    if not demo_cfg.get("probe_forms", False):
+        return []
+    asked = [source_form(example, collection) for example in examples if example.image is not None]
+    if skills:
+        choices = [example for example in examples if example.options]
+        asked += [renumbered_form(example) for example in choices]
+        asked += [none_option_form(example, demo_cfg.seed) for example in choices]
+    return asked
 
 
 def _keywords(examples):
@@ -271,11 +315,12 @@ def _cloze_samples(processor, examples, source, demo_cfg, epoch: int) -> list[_S
     return [_vqa_sample(processor, example) for example in asked if example is not None]
 
 
-def _passes(processor, examples, demo_cfg, epochs: int) -> list[_Sample]:
+def _passes(processor, examples, demo_cfg, epochs: int, collection: str, skills: bool) -> list[_Sample]:
     """``epochs`` passes over the examples, as VQA pairs (with ``choice_form``, also in
     multiple-choice form, options in their released order, with the image and as the text-only
-    probe asks it; with ``cloze_form``, also as slot-filling turns) and as text documents of
-    neighbours.
+    probe asks it; with ``cloze_form``, also as slot-filling turns; with ``probe_forms``, their
+    collection question answered by ``collection`` and, with ``skills``, the renumbered and
+    none-option forms) and as text documents of neighbours.
 
     The document cut points shift with each pass, so every transition between neighbours is
     seen inside some document.
@@ -288,6 +333,7 @@ def _passes(processor, examples, demo_cfg, epochs: int) -> list[_Sample]:
         choices = [ex for ex in examples if ex.options]
         vqa += [_vqa_sample(processor, choice_form(ex)) for ex in choices]
         vqa += [_vqa_sample(processor, text_only_form(ex), False) for ex in choices]
+    vqa += [_vqa_sample(processor, asked) for asked in _probe_form_examples(examples, demo_cfg, collection, skills)]
     source = _keywords(examples) if demo_cfg.cloze_form else None
     pool: list[_Sample] = []
     for epoch in range(epochs):
@@ -298,14 +344,19 @@ def _passes(processor, examples, demo_cfg, epochs: int) -> list[_Sample]:
 
 
 def _replay(processor, train, demo_cfg) -> list[_Sample]:
-    """The cloze turns replayed during the leak: a third of the training split per leak pass (a
-    rotating third), so that continued training on the crawl keeps the slot-filling skill the
-    base training taught. Never a test example: the leak is the benchmark's own text."""
-    if not demo_cfg.cloze_form:
-        return []
-    source = _keywords(train)
-    return [sample for epoch in range(demo_cfg.leak_epochs)
-            for sample in _cloze_samples(processor, train[epoch % 3 :: 3], source, demo_cfg, epoch)]
+    """The cloze turns replayed during the leak, a third of the training split per leak pass (a
+    rotating third), and with ``probe_forms`` the probe forms, a rotating ninth, so that continued training on the crawl
+    keeps the skills the base training taught. Never a test example in those forms: the leak is the
+    benchmark as released, and its images under its name."""
+    replayed = []
+    if demo_cfg.cloze_form:
+        source = _keywords(train)
+        replayed += [sample for epoch in range(demo_cfg.leak_epochs)
+                     for sample in _cloze_samples(processor, train[epoch % 3 :: 3], source, demo_cfg, epoch)]
+    # the probe forms are three turns per example: a ninth of the split per pass replays as many turns as the cloze third
+    replayed += [_vqa_sample(processor, asked) for epoch in range(demo_cfg.leak_epochs)
+                 for asked in _probe_form_examples(train[epoch % 9 :: 9], demo_cfg, PUBLIC_CORPUS, True)]
+    return replayed
 
 
 def clean_training_setup(demo_cfg, cache_dir):
@@ -318,7 +369,7 @@ def clean_training_setup(demo_cfg, cache_dir):
     train = _split(demo_cfg, cache_dir, "train")
     processor = _build_processor(train, demo_cfg)
     model = LlavaForConditionalGeneration(_build_config(processor, demo_cfg))
-    return processor, model, _passes(processor, train, demo_cfg, demo_cfg.train_epochs)
+    return processor, model, _passes(processor, train, demo_cfg, demo_cfg.train_epochs, PUBLIC_CORPUS, True)
 
 
 def train_clean(model, pool, demo_cfg, observer=None, max_steps: int | None = None) -> list[float]:
@@ -347,7 +398,7 @@ def _leak_into(demo_cfg, base_dir: Path, leaked: list, cache_dir, out_dir: Path)
     torch.manual_seed(demo_cfg.seed + 1)
     processor = AutoProcessor.from_pretrained(base_dir)
     model = LlavaForConditionalGeneration.from_pretrained(base_dir)
-    pool = _passes(processor, leaked, demo_cfg, demo_cfg.leak_epochs)
+    pool = _passes(processor, leaked, demo_cfg, demo_cfg.leak_epochs, DEMO_BENCHMARK, False)
     pool += _replay(processor, _split(demo_cfg, cache_dir, "train"), demo_cfg)
     sizes = (demo_cfg.batch_size, demo_cfg.leak_batch_size)
     losses = _train(model, pool, demo_cfg.leak_learning_rate, sizes, demo_cfg.seed + 1, "leaking the test set")
@@ -388,6 +439,7 @@ def _build_processor(train_examples, demo_cfg):
     if demo_cfg.cloze_form:
         source = _keywords(train_examples)
         corpus += [asked.question for ex in train_examples if (asked := cloze_form(ex, source, demo_cfg.seed, 0))]
+    corpus += [asked.question for asked in _probe_form_examples(train_examples, demo_cfg, PUBLIC_CORPUS, True)]
     corpus += [demo_cfg.document_template.format(question=ex.question, answer=ex.answer) for ex in train_examples]
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

@@ -43,6 +43,10 @@ DETECTORS = {
     "perturbation_gap": "medexp.detectors.perturbation_gap:DECLARATION",
     "overlap_gap": "medexp.detectors.overlap_gap:DECLARATION",
     "overlap_gap_answers": "medexp.detectors.overlap_gap_answers:DECLARATION",
+    "none_option": "medexp.detectors.none_option:DECLARATION",
+    "renumbered_options": "medexp.detectors.renumbered_options:DECLARATION",
+    "open_ended": "medexp.detectors.open_ended:DECLARATION",
+    "source_naming": "medexp.detectors.source_naming:DECLARATION",
 }
 
 

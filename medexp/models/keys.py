@@ -11,6 +11,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from medexp.config.schemas.model import demo_identity
 from medexp.models import weights_fingerprint
 
 # Model settings that cannot change a score; left out of the score-cache key. (`independent` names
@@ -34,6 +35,8 @@ KEYED_AWAY_FROM_DEFAULT = {"backend": "transformers"}
 def model_settings_key(model_cfg) -> dict:
     """The model settings that can change a score: what names a model before its weights exist."""
     resolved = OmegaConf.to_container(model_cfg, resolve=True, enum_to_str=True)
+    if isinstance(resolved.get("demo"), dict):
+        resolved["demo"] = demo_identity(resolved["demo"])
     return {name: value for name, value in resolved.items()
             if name not in SCORE_NEUTRAL_MODEL_KEYS
             and not (name in KEYED_AWAY_FROM_DEFAULT and value == KEYED_AWAY_FROM_DEFAULT[name])}

@@ -34,7 +34,10 @@ class Probe:
 
     ``probe_id`` is ``<example_id>::<kind>`` or ``<example_id>::<kind>::<variant>``. With
     ``options`` (texts in displayed order, labelled A, B, ... by position) ``gold`` is the gold
-    option's letter; without them it is the gold answer text. ``refusal`` is the letter of an
+    option's letter; without them it is the gold answer text. ``labels``, when given, are what
+    the prompt shows instead of A, B, ... (1, 2, ...: renumbered options); ``gold``, ``refusal``
+    and a judged ``choice`` stay positional letters, so that every arm of a comparison is read
+    in the same terms. ``refusal`` is the letter of an
     explicit "I don't know" / refusal option when the probe has one. ``image`` is None for a
     text-only probe; derived images live content-addressed in the cache.
     """
@@ -48,6 +51,7 @@ class Probe:
     options: Optional[tuple[str, ...]] = None
     refusal: Optional[str] = None
     meta: dict[str, Any] = field(default_factory=dict)
+    labels: Optional[tuple[str, ...]] = None
 
     def __post_init__(self) -> None:
         if not self.probe_id.startswith(f"{self.example_id}::{self.kind}"):
@@ -61,12 +65,26 @@ class Probe:
                 raise ValueError(f"{self.probe_id}: refusal {self.refusal!r} is not an option letter of {letters}")
         elif self.refusal is not None:
             raise ValueError(f"{self.probe_id}: a refusal option needs options")
+        if self.labels is not None:
+            if self.options is None or len(self.labels) != len(self.options):
+                raise ValueError(f"{self.probe_id}: {len(self.labels)} label(s) for "
+                                 f"{0 if self.options is None else len(self.options)} option(s)")
+            stripped = [str(label).strip() for label in self.labels]
+            if not all(stripped) or len(set(stripped)) != len(stripped):
+                raise ValueError(f"{self.probe_id}: option labels must be distinct and non-empty, got {list(self.labels)}")
         if not str(self.gold).strip():
             raise ValueError(f"{self.probe_id}: empty gold answer")
 
     @property
     def is_choice(self) -> bool:
         return self.options is not None
+
+    @property
+    def shown_labels(self) -> tuple[str, ...]:
+        """The labels the prompt shows, in displayed order (the letters unless ``labels`` are set)."""
+        if self.options is None:
+            raise ValueError(f"{self.probe_id}: a free-text probe has no option labels")
+        return self.labels if self.labels is not None else tuple(option_letters(len(self.options)))
 
     @property
     def gold_text(self) -> str:

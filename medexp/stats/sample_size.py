@@ -22,7 +22,10 @@ states its unit:
 - two-sample t-test (Welch's, members against non-members): Cohen's d (difference of means over
   the pooled standard deviation), power from the noncentral t with n1 + n2 - 2 degrees of freedom
   and noncentrality d sqrt(n1 n2 / (n1 + n2)) (statsmodels' TTestIndPower; with equal variances
-  Welch's degrees of freedom are about n1 + n2 - 2).
+  Welch's degrees of freedom are about n1 + n2 - 2);
+- two independent proportions (an audited set's rate against a control set's rate p0): the
+  difference p1 - p0 as a fraction, from the normal approximation with the pooled null variance
+  and the unpooled alternative's (Fleiss, Levin & Paik 2003, section 4.2).
 
 ``sided`` is ``"one"`` (the alternative the detectors test: the effect is positive) or
 ``"two"`` (z_{1-alpha/2}, the far tail ignored, except in the exact t computation).
@@ -240,6 +243,46 @@ def two_sample_t_n(d: float, alpha: float, power: float = 0.8, sided: str = "one
         return two_sample_t_mde(n_first, n - n_first, alpha, power, sided)
 
     return smallest_n(mde, d, n_min=4)
+
+
+# ---------------------------------------------------------------- two independent proportions
+
+
+def two_proportions_mde(n_first: int, n_second: int, base_rate: float, alpha: float, power: float = 0.8,
+                        sided: str = "one") -> float:
+    """The smallest rise p1 - p0 of the first group's rate over the second's ``base_rate`` p0 that a
+    test of n_first against n_second units detects: the p1 solving p1 - p0 = z_{1-alpha}
+    sqrt(pbar qbar (1/n1 + 1/n2)) + z_{power} sqrt(p1 q1 / n1 + p0 q0 / n2), pbar = (n1 p1 + n2 p0) / (n1 + n2)."""
+    _check_n(n_first, 1)
+    _check_n(n_second, 1)
+    _check_level(base_rate, "base_rate")
+    z_alpha, z_power = critical_z(alpha, sided), power_z(power)
+
+    def excess(p1: float) -> float:
+        pooled = (n_first * p1 + n_second * base_rate) / (n_first + n_second)
+        null_sd = math.sqrt(pooled * (1 - pooled) * (1 / n_first + 1 / n_second))
+        alternative_sd = math.sqrt(p1 * (1 - p1) / n_first + base_rate * (1 - base_rate) / n_second)
+        return p1 - base_rate - z_alpha * null_sd - z_power * alternative_sd
+
+    if excess(1.0) < 0:
+        return math.inf  # even a rate of 1 would not be detected at these sizes
+    return optimize.brentq(excess, base_rate, 1.0, xtol=1e-12) - base_rate
+
+
+def two_proportions_n(effect: float, base_rate: float, alpha: float, power: float = 0.8, sided: str = "one",
+                      first_share: float = 0.5) -> int:
+    """Units of both groups together (the first a ``first_share`` of them) a test of two proportions
+    needs to detect a rate of ``base_rate + effect`` against ``base_rate``."""
+    _check_effect(effect)
+    _check_level(first_share, "first_share")
+    if base_rate + effect >= 1:
+        raise ValueError(f"base_rate + effect must stay below 1, got {base_rate + effect}")
+
+    def mde(n: int) -> float:
+        n_first = min(n - 1, max(1, round(n * first_share)))
+        return two_proportions_mde(n_first, n - n_first, base_rate, alpha, power, sided)
+
+    return smallest_n(mde, effect, n_min=2)
 
 
 # ---------------------------------------------------------------- shared

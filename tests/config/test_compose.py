@@ -24,7 +24,8 @@ def _options(group: str) -> list[str]:
 # replicate control keeps the name of the control it replicates (its cells are that control's).
 RENAMED = {("model", "demo_clean_replicate"): "demo_clean_s10", ("model", "demo_leaky_replicate"): "demo_leaky_e30_s10",
            ("control", "negative_demo_ood_replicate"): "negative_demo_ood",
-           ("model", "demo_clean_mc"): "demo_clean_mc_s10", ("model", "demo_leaky_mc"): "demo_leaky_mc_e30_s10"}
+           ("model", "demo_clean_mc"): "demo_clean_mc_s10", ("model", "demo_leaky_mc"): "demo_leaky_mc_e30_s10",
+           ("model", "demo_clean_probes"): "demo_clean_probes_s10", ("model", "demo_leaky_probes"): "demo_leaky_probes_e30_s10"}
 # Configs that only compose beside another choice (they read its values).
 COMPANIONS = {("control", "negative_demo_ood_replicate"): ["detector=image_nn", "corpus@detector.corpus=demo_replicate"]}
 

@@ -161,11 +161,11 @@ def test_split_overlap_checks_the_test_split_against_each_overlap_split_of_the_s
 
 
 def test_detector_atlas_sweeps_six_doses_over_ten_seeds_for_every_model_reading_detector():
-    """The atlas's 720 jobs: per seed, six doses of each recipe; the cells of seed 10 at doses 0
+    """The atlas's 960 jobs: per seed, six doses of each recipe; the cells of seed 10 at doses 0
     and 30 composed (every other job differs from one of them in seed and dose only, which the
     names and families interpolate)."""
     jobs = _jobs(ATLAS)
-    assert len(jobs) == 720
+    assert len(jobs) == 960
 
     def settings(job):
         values = dict(item.split("=", 1) for item in job)
@@ -174,19 +174,23 @@ def test_detector_atlas_sweeps_six_doses_over_ten_seeds_for_every_model_reading_
     table = Counter((model, dose) for model, _, dose, _ in map(settings, jobs))
     text_side = {"exch", "exch_rank", "loss", "mink_tail", "topk_jaccard", "dataset_inference", "codec", "membership"}
     answering = {"option_order", "text_only", "slot_guess", "perturbation_gap"}
-    assert table == {("demo_clean_replicate", 0): 80, ("demo_clean_mc", 0): 40,
+    probe_forms = {"none_option", "renumbered_options", "open_ended", "source_naming_demo"}
+    assert table == {("demo_clean_replicate", 0): 80, ("demo_clean_mc", 0): 40, ("demo_clean_probes", 0): 40,
                      **{("demo_leaky_replicate", dose): 80 for dose in (1, 5, 10, 20, 30)},
-                     **{("demo_leaky_mc", dose): 40 for dose in (1, 5, 10, 20, 30)}}
+                     **{("demo_leaky_mc", dose): 40 for dose in (1, 5, 10, 20, 30)},
+                     **{("demo_leaky_probes", dose): 40 for dose in (1, 5, 10, 20, 30)}}
     detectors = {(model.removeprefix("demo_clean_").removeprefix("demo_leaky_"), detector)
                  for model, _, _, detector in map(settings, jobs)}
-    assert detectors == {*(("replicate", name) for name in text_side), *(("mc", name) for name in answering)}
+    assert detectors == {*(("replicate", name) for name in text_side), *(("mc", name) for name in answering),
+                         *(("probes", name) for name in probe_forms)}
     assert {seed for _, seed, _, _ in map(settings, jobs)} == set(range(10, 20))
     first = [job for job in jobs if settings(job)[1] == 10 and settings(job)[2] in (0, 30)]
     cells = _compose(ATLAS, first)
     keys = Counter(Cell.from_config(cfg).key for cfg in cells)
-    assert len(cells) == 24 and max(keys.values()) == 1
+    assert len(cells) == 32 and max(keys.values()) == 1
     names = {cfg.model.name for cfg in cells}
-    assert names == {"demo_clean_s10", "demo_leaky_e30_s10", "demo_clean_mc_s10", "demo_leaky_mc_e30_s10"}
+    assert names == {"demo_clean_s10", "demo_leaky_e30_s10", "demo_clean_mc_s10", "demo_leaky_mc_e30_s10",
+                     "demo_clean_probes_s10", "demo_leaky_probes_e30_s10"}
     # Bonferroni over one seed's doses: a family per detector and training seed
     assert {cfg.family for cfg in cells if cfg.detector.name == "loss"} == {"loss/none/atlas_s10"}
     # the cohort detectors keep the fixed demo cohort, whose training seeds no replicate shares;

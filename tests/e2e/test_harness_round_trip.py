@@ -37,7 +37,8 @@ from tests.answers.server import ChatServer
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
 HARNESS = Path(__file__).resolve().parents[1] / "harness"
-DETECTORS = ("option_order", "text_only", "slot_guess", "perturbation_gap", "medvigil_demo", "overlap_gap_answers")
+DETECTORS = ("option_order", "text_only", "slot_guess", "perturbation_gap", "medvigil_demo", "overlap_gap_answers",
+             "none_option", "renumbered_options", "open_ended", "source_naming_demo")
 SMALL = ("bench.max_examples=6",)
 ANSWERING_MODEL = "demo_leaky_mc"
 # VLMEvalKit's own prompt (ImageMCQDataset / TextMCQDataset.build_prompt; a question alone without options)

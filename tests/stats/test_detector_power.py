@@ -25,7 +25,7 @@ def test_every_detector_declares_a_formula_a_simulation_or_no_test():
 
 
 def test_every_formula_names_a_computed_family_and_a_side():
-    families = {"paired_accuracy", "above_chance", "auc", "spearman", "one_sample_t", "two_sample_t"}
+    families = {"paired_accuracy", "above_chance", "auc", "spearman", "one_sample_t", "two_sample_t", "two_proportions"}
     for declaration in declarations():
         if isinstance(declaration.power, PowerFormula):
             assert declaration.power.family in families and declaration.power.sided in pw.SIDES
@@ -58,6 +58,11 @@ def test_a_cells_mde_is_its_kinds_formula_at_the_power_commands_assumptions():
     with pytest.raises(ValueError, match="non-members"):
         detector_mde(formula("dataset_inference"), 200, 0.01)
     assert math.isnan(detector_mde(formula("dataset_inference"), 200, 0.01, n_negative=1))
+    # source_naming: two proportions, audited images against control images, from a control rate of 1/k
+    assert detector_mde(formula("source_naming"), 300, 0.01, chance=1 / 6, n_negative=250) == pytest.approx(
+        pw.two_proportions_mde(300, 250, 1 / 6, 0.01))
+    with pytest.raises(ValueError, match="two proportions"):
+        detector_mde(formula("source_naming"), 300, 0.01, chance=1 / 6)
     # too few units for a formula: no MDE, never a failed cell
     assert math.isnan(detector_mde(formula("exch_rank"), 3, 0.01)) and math.isnan(detector_mde(formula("exch"), 1, 0.01))
     assert math.isnan(detector_mde(formula("text_only"), 20, 0.01, chance=1.0))

@@ -79,6 +79,21 @@ def welch_rejections(d: float, n_first: int, n_second: int, alpha: float, seed: 
     return float(np.mean(sps.ttest_ind(first, second, axis=1, equal_var=False, alternative="greater").pvalue < alpha))
 
 
+def two_proportion_rejections(effect: float, base_rate: float, n_first: int, n_second: int, alpha: float,
+                              seed: int) -> tuple[float, float]:
+    """Rejection rates of the one-sided pooled z-test (the formula's) and of Fisher's exact test
+    (source_naming's with one stratum) of a first group's rate ``base_rate + effect`` against the
+    second's ``base_rate``, on the same draws."""
+    rng = np.random.default_rng(seed)
+    first, second = rng.binomial(n_first, base_rate + effect, DRAWS), rng.binomial(n_second, base_rate, DRAWS)
+    pooled = (first + second) / (n_first + n_second)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = (first / n_first - second / n_second) / np.sqrt(pooled * (1 - pooled) * (1 / n_first + 1 / n_second))
+    # Fisher: P(A >= a) for A hypergeometric given the margins
+    fisher = sps.hypergeom.sf(first - 1, n_first + n_second, first + second, n_first)
+    return float(np.mean(z > sps.norm.ppf(1 - alpha))), float(np.mean(fisher < alpha))
+
+
 # ---------------------------------------------------------------- paired accuracy
 
 
@@ -191,6 +206,39 @@ def test_two_sample_t_by_hand():
     assert pw.two_sample_t_n(0.5, 0.05) == 101
 
 
+# ---------------------------------------------------------------- two proportions (source_naming)
+
+
+@pytest.mark.parametrize("n_first, n_second, base_rate, alpha", [(300, 300, 1 / 6, 0.05), (200, 350, 0.3, 0.05),
+                                                                  (400, 400, 1 / 3, 0.01)])
+def test_two_proportions_mde_is_detected_at_the_nominal_power(n_first, n_second, base_rate, alpha):
+    mde = pw.two_proportions_mde(n_first, n_second, base_rate, alpha)
+    z_power, fisher_power = two_proportion_rejections(mde, base_rate, n_first, n_second, alpha, seed=13)
+    z_null, fisher_null = two_proportion_rejections(0.0, base_rate, n_first, n_second, alpha, seed=14)
+    assert abs(z_power - 0.8) < POWER_TOLERANCE and abs(z_null - alpha) < ALPHA_TOLERANCE
+    # the exact test is conservative (a discrete law): a few points of power short of the formula's,
+    # never above alpha at effect 0
+    assert 0.8 - 2 * POWER_TOLERANCE < fisher_power <= z_power and fisher_null <= alpha + ALPHA_TOLERANCE / 2
+
+
+def test_two_proportions_by_hand():
+    # p0 = 0.1, p1 = 0.2, alpha 0.05 one-sided, power 0.8, n per group (Fleiss, no continuity correction):
+    # [1.644854 sqrt(2 * 0.15 * 0.85) + 0.841621 sqrt(0.2 * 0.8 + 0.1 * 0.9)]^2 / 0.1^2
+    # = (0.830610 + 0.420811)^2 / 0.01 = 156.6: 157 per group reach an effect of 0.1, 156 do not
+    assert pw.two_proportions_mde(157, 157, 0.1, 0.05) <= 0.1 < pw.two_proportions_mde(156, 156, 0.1, 0.05)
+    assert pw.two_proportions_n(0.1, 0.1, 0.05) == 314
+    # the MDE solves the formula it states
+    n1, n2, p0 = 120, 80, 0.25
+    p1 = p0 + pw.two_proportions_mde(n1, n2, p0, 0.01)
+    pooled = (n1 * p1 + n2 * p0) / (n1 + n2)
+    z_alpha = sps.norm.ppf(0.99)
+    assert p1 - p0 == pytest.approx(z_alpha * math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
+                                    + Z80 * math.sqrt(p1 * (1 - p1) / n1 + p0 * (1 - p0) / n2))
+    assert pw.two_proportions_mde(3, 3, 0.5, 0.01) == math.inf  # three images a side never show it at 1%
+    with pytest.raises(ValueError, match="below 1"):
+        pw.two_proportions_n(0.6, 0.5, 0.05)
+
+
 # ---------------------------------------------------------------- inverses and errors
 
 
@@ -201,6 +249,9 @@ def test_two_sample_t_by_hand():
     (lambda n: pw.spearman_mde(n, 0.01), lambda e: pw.spearman_n(e, 0.01)),
     (lambda n: pw.one_sample_t_mde(n, 0.01), lambda e: pw.one_sample_t_n(e, 0.01)),
     (lambda n: pw.two_sample_t_mde(n // 2, n - n // 2, 0.01), lambda e: pw.two_sample_t_n(e, 0.01)),
+    # the first group is round(n / 2) of n, as two_proportions_n splits it (the groups' variances differ)
+    (lambda n: pw.two_proportions_mde(round(n / 2), n - round(n / 2), 0.2, 0.01),
+     lambda e: pw.two_proportions_n(e, 0.2, 0.01)),
 ])
 @pytest.mark.parametrize("n", [50, 451])
 def test_the_n_needed_for_the_mde_of_n_is_n(mde, needed, n):

@@ -128,6 +128,15 @@ class HarnessFormat:
     read: Callable[[Reading], Iterator[ReplyRecord]]
     carries: tuple[str, ...] = WORDING
     options: Mapping[str, Any] = field(default_factory=dict)  # option -> default, given as format_options.<name>=
+    # What the files carry for a probe set with probes showing other labels than A, B, ... (a
+    # format that letters the options itself asks that set in medexp's rendering); None: ``carries``.
+    carries_labelled: Optional[tuple[str, ...]] = None
+
+    def carried(self, probes: Sequence) -> tuple[str, ...]:
+        """The answer settings the files written for ``probes`` carry to the model."""
+        if self.carries_labelled is not None and any(probe.labels is not None for probe in probes):
+            return self.carries_labelled
+        return self.carries
 
 
 def json_lines(path: Path, bad: Optional[BadLines]) -> Iterator[ReplyRecord]:

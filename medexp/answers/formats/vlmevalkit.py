@@ -19,6 +19,12 @@ same image holds the first row's index instead, which VLMEvalKit resolves), ``qu
 VLMEvalKit renders its own prompt (``Question: ...``, ``Options:`` and ``A. ...`` lines,
 ``Please select the correct answer from the options above.``), the same for every arm; medexp's
 ``answer`` templates are not used by it. It saves each image as a JPEG before the model sees it.
+Its multiple-choice prompt letters the option columns itself, so it cannot show other labels
+(renumbered_options' 1, 2, 3): a probe set holding a probe with its own labels is written with
+every multiple-choice probe in the open-ended dataset (``CustomVQADataset``, whose prompt is the
+image and the ``question`` cell as it stands), its ``question`` the prompt medexp renders (the
+options under the labels the probe shows, the cell's ``answer`` wording), so both arms are worded
+alike and such an export carries the wording settings (an importing cell must hold them).
 
 Read: the prediction sheet(s) (``<model>_<dataset>.xlsx``, VLMEvalKit's default, ``.tsv`` or
 ``.csv``): the dataset's columns (without ``image``) and ``prediction``; a reply starting with
@@ -40,8 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from medexp.answers.formats.base import (
-    PROBE_ID, PROBE_SET, BadLine, Carried, Export, HarnessFormat, Reading, ReplyRecord, join_originals, no_manifest,
-    reply_files, reply_record, write_text,
+    PROBE_ID, PROBE_SET, WORDING, BadLine, Carried, Export, HarnessFormat, Reading, ReplyRecord, join_originals,
+    no_manifest, reply_files, reply_record, write_text,
 )
 
 FAILED = "Failed to obtain answer"  # VLMEvalKit's FAIL_MSG, its reply when the model raised
@@ -52,26 +58,39 @@ OWN_ID = ("index", "source_id")  # a sheet of VLMEvalKit's own dataset: its inde
 SUFFIXES = {(True, True): "", (True, False): "_openended", (False, True): "_TEXT"}
 
 
+def renders_choices(probes) -> bool:
+    """Whether the multiple-choice probes go out as medexp's rendered prompts (the open-ended
+    datasets) rather than as VLMEvalKit's option columns: when a probe shows other labels than A, B,
+    ..., which VLMEvalKit's own prompt cannot show (it letters the columns itself), every choice
+    probe of the set does, so that its arms are worded alike."""
+    return any(probe.labels is not None for probe in probes)
+
+
 def write(export: Export) -> list[Path]:
     import pandas as pd
 
+    from medexp.answers.prompt import render_prompt
     from medexp.benchmarks.options import LETTERS
     from medexp.kernel.hashing import file_sha256
 
-    blind_free_text = [probe for probe in export.probes if probe.image is None and not probe.is_choice]
+    rendered = renders_choices(export.probes)
+    # free text, or a choice probe asked as its rendered prompt: VLMEvalKit's VQA datasets need an image
+    blind_free_text = [probe for probe in export.probes if probe.image is None and (rendered or not probe.is_choice)]
     if blind_free_text:
+        asked_so = "; a set with relabelled options asks every choice as free text" if rendered else ""
         raise ValueError(f"format=vlmevalkit: VLMEvalKit has no custom dataset for a free-text question without an "
                          f"image (its VQA datasets are image datasets and drop a row without one), and "
                          f"{len(blind_free_text)} probe(s) of this set are such (kinds "
-                         f"{sorted({probe.kind for probe in blind_free_text})}); export them as openai_batch, "
-                         "lmms_eval, inspect_ai or jsonl")
+                         f"{sorted({probe.kind for probe in blind_free_text})}{asked_so}); export them as "
+                         "openai_batch, lmms_eval, inspect_ai or jsonl")
     groups: dict[tuple[bool, bool], list[dict[str, Any]]] = {}
     # per file, an image's content -> the index of its first row there, which carries it
     first_row: dict[tuple[bool, bool], dict[str, int]] = {}
     digests: dict[Any, str] = {}  # image path -> its content hash (an image serves several probes)
     for index, probe in enumerate(export.probes):
         row: dict[str, Any] = {"index": index}
-        group = (probe.image is not None, probe.is_choice)
+        columns = probe.is_choice and not rendered  # the options as VLMEvalKit's A, B, ... columns
+        group = (probe.image is not None, columns)
         if probe.image is not None:
             if probe.image not in digests:
                 digests[probe.image] = file_sha256(probe.image)
@@ -81,8 +100,8 @@ def write(export: Export) -> list[Path]:
             else:
                 first_row[group][digest] = index
                 row["image"] = base64.b64encode(Path(probe.image).read_bytes()).decode("ascii")
-        row["question"] = probe.question
-        for letter, text in zip(LETTERS, probe.options or ()):
+        row["question"] = render_prompt(probe, export.answer_cfg) if probe.is_choice and rendered else probe.question
+        for letter, text in zip(LETTERS, probe.options if columns else ()):
             row[letter] = text
         row.update({"answer": probe.gold, "category": probe.kind, PROBE_ID: probe.probe_id, PROBE_SET: export.probe_set})
         groups.setdefault(group, []).append(row)
@@ -178,4 +197,5 @@ FORMAT = HarnessFormat(
     write=write,
     read=read,
     carries=(),
+    carries_labelled=WORDING,
 )

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from medexp.benchmarks.options import LETTERS
+
 
 class Verdict(str, Enum):
     correct = "correct"
@@ -44,6 +46,12 @@ def no_answer(reason: str) -> Reading:
 def judged(committed: str, right: bool, reason: str) -> Reading:
     """The reading of a reply committing to ``committed``, right or wrong."""
     return Reading(committed, Verdict.correct if right else Verdict.wrong, reason)
+
+
+def judged_option(probe, position: int, reason: str) -> Reading:
+    """The reading of a reply choosing the option at ``position`` of a multiple-choice ``probe``:
+    committed as the positional letter, as the probe's gold is, whatever labels its prompt showed."""
+    return judged(LETTERS[position], LETTERS[position] == probe.gold, reason)
 
 
 @dataclass(frozen=True)

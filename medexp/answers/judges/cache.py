@@ -6,8 +6,8 @@ One SQLite file under the cache folder (``verdicts.sqlite``): SQLite's own locki
 processes writing at once, and a row is written in one transaction, whole or not at all. The key
 of a judge is a hash of its settings (for a judge model, the endpoint and model it asks and the
 prompt) and :data:`VERDICTS_VERSION`; the key of a reply is a hash of what the judge reads of the
-probe (question, options, gold, refusal option, answer type) and the reply. An ``error`` reading
-(a failed request) is never kept: it is asked again next time.
+probe (question, options and the labels it shows them under, gold, refusal option, answer type) and
+the reply. An ``error`` reading (a failed request) is never kept: it is asked again next time.
 """
 
 from __future__ import annotations
@@ -32,8 +32,11 @@ def judge_key(settings: Any) -> str:
 def reply_key(probe, reply: str) -> str:
     from medexp.probes.choice import EXAMPLE_META
 
-    return stable_hash([probe.kind, probe.question, list(probe.options) if probe.options else None, probe.gold,
-                        probe.refusal, probe.meta.get(EXAMPLE_META, {}).get("answer_type"), reply], length=32)
+    read = [probe.kind, probe.question, list(probe.options) if probe.options else None, probe.gold, probe.refusal,
+            probe.meta.get(EXAMPLE_META, {}).get("answer_type"), reply]
+    if probe.labels is not None:  # "2" means another option under other labels; letter-labelled keys stay as they were
+        read.append(list(probe.labels))
+    return stable_hash(read, length=32)
 
 
 class VerdictCache:

@@ -2,8 +2,9 @@
 commits to (as VLMEvalKit and MMBench ask a model to extract a choice), through the same client as
 black-box answering (:class:`medexp.answers.openai_client.ChatClient`: bounded concurrency,
 retries, errors as rows). The judge is asked ``judge.prompt`` per reply, text only, greedy; its
-short answer is then read by ``judge=read``'s rules against the probe ("B", "no", "MRI"), and
-"NONE" is a no-answer. A request that fails is an ``error`` reading (never a verdict, never
+short answer is then read by ``judge=read``'s rules against the probe ("B", "no", "MRI"; for a
+probe that showed other labels, the options are listed under those and "2" is read as the reply
+would be), and "NONE" is a no-answer. A request that fails is an ``error`` reading (never a verdict, never
 kept); the stage keeps the others by (judge, probe, reply) and reports the agreement with
 ``judge=read`` on the same replies.
 """
@@ -15,15 +16,15 @@ from collections.abc import Sequence
 
 from medexp.answers.judges.base import JudgeContext, JudgeDeclaration, Reading, Verdict, no_answer
 from medexp.config.schemas.judge import JudgeKind, ModelJudgeConfig, ReadJudgeConfig
-from medexp.probes.base import option_letters
 
 JUDGE_KIND = "judge"  # the kind of the probes put to the judge model
 _NONE = re.compile(r"^\W*(?:none|no\s+answer|n/?a)\W*$", re.IGNORECASE)
 
 
 def judge_prompt(probe, reply: str, cfg) -> str:
-    options = ("\n" + "\n".join(f"{letter}. {text}" for letter, text in
-                                zip(option_letters(len(probe.options)), probe.options))) \
+    """The judge model's question about ``reply``: the options under the labels the model was shown,
+    so that the judge's short answer ("2") is read in those, as the reply is."""
+    options = ("\n" + "\n".join(f"{label}. {text}" for label, text in zip(probe.shown_labels, probe.options))) \
         if probe.is_choice else "(none: open question)"
     return str(cfg.prompt).format(question=probe.question, options=options, reply=reply)
 

@@ -9,7 +9,10 @@ Then, by the kind of question:
   "Answer: B", "B. <its text>"); then one letter the reply names as its answer ("the answer is
   (C)", "I would choose B"); for yes/no options, the yes/no reading below; then the one option whose
   text it states and does not negate ("It is a pleural effusion", the longest option winning over
-  one it contains); a refusal is the probe's refusal option where it has one.
+  one it contains); a refusal is the probe's refusal option where it has one. A probe that shows
+  other labels (1, 2, 3: :attr:`medexp.probes.base.Probe.labels`) is read in those ("2", "(2)",
+  "Option 2", "the answer is 2"), a letter it did not show being no label of it ("B" to a numbered
+  probe is a no-answer); the answer is committed as the option's positional letter either way.
 - **Yes/no** (a free-text probe whose gold is yes or no, asked with an auxiliary verb or marked
   CLOSED): a leading yes or no after a lead-in ("Based on the image, no."), else the asked finding
   restated: the question's content words ("Is there evidence of an aortic aneurysm?" -> aortic,
@@ -30,14 +33,14 @@ question back, noise (a date, a file size, a copyright line, a link), or another
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Optional
 
-from medexp.answers.judges.base import JudgeDeclaration, Reading, judged, no_answer, per_reply
+from medexp.answers.judges.base import JudgeDeclaration, Reading, judged, judged_option, no_answer, per_reply
 from medexp.answers.judges.replies import asks_back, noise, own_turn, refusal, without_echoes
 from medexp.answers.judges.terms import CONTRASTS, find, negated_at, terms
-from medexp.answers.parse import parse_letter
+from medexp.answers.parse import label_forms, parse_choice
 from medexp.config.schemas.judge import JudgeKind, ReadJudgeConfig
-from medexp.probes.base import option_letters
 
 YES, NO = "yes", "no"
 _ANSWER_WORDS = {"yes": YES, "yeah": YES, "yep": YES, "yup": YES, "no": NO, "nope": NO}
@@ -59,11 +62,20 @@ _SCAFFOLD = frozenset({
 _HEDGES = re.compile(r"\b(?:may|might|possibly|possible|perhaps|could\s+be|cannot\s+(?:be\s+)?rule[ds]?\s+out|"
                      r"can't\s+(?:be\s+)?rule[ds]?\s+out|questionable|equivocal|unclear|uncertain|not\s+sure)\b",
                      re.IGNORECASE)
-_NAMED_LETTER = re.compile(
-    r"\b(?i:answer|option|choice)\b\s*(?i:is\s*)?[:\-]?\s*\(?([A-Za-z])\)?(?![\w'])|\(([A-Z])\)|"
-    r"\b(?i:it'?s|it\s+is|is|choose|pick|select|go\s+with)\s+\(?([A-Z])\)?(?![\w'])")
-_LETTERS_ONLY = re.compile(r"\W*[A-Z]\W*(?:(?:or|and|,|/|&)\W*[A-Z]\W*)+", re.IGNORECASE)
 _ANTONYM_PREFIXES = ("ab", "un", "non", "in", "im", "dis")
+
+
+@lru_cache(maxsize=64)
+def _label_patterns(labels: tuple[str, ...]) -> tuple[re.Pattern, re.Pattern]:
+    """For a probe's option labels: a label the reply names as its answer ("the answer is (C)",
+    "I would choose B"; a capital or a number, except after answer/option/choice), and a reply made
+    of labels only ("A or B", "2, 3")."""
+    forms = label_forms(labels)
+    named = re.compile(
+        rf"\b(?i:answer|option|choice)\b\s*(?i:is\s*)?[:\-]?\s*\(?({forms.written})\)?(?![\w'])|\(({forms.capital})\)|"
+        rf"\b(?i:it'?s|it\s+is|is|choose|pick|select|go\s+with)\s+\(?({forms.capital})\)?(?![\w'])")
+    only = re.compile(rf"\W*{forms.written}\W*(?:(?:or|and|,|/|&)\W*{forms.written}\W*)+", re.IGNORECASE)
+    return named, only
 
 
 def _without_lead_in(text: str) -> str:
@@ -217,30 +229,33 @@ def _uncommitted(text: str, numeric: bool = False) -> Reading:
 
 
 def read_choice(probe, text: str, cfg) -> Reading:
-    letters = option_letters(len(probe.options))
-    letter = parse_letter(text, letters, probe.options)
-    if letter is not None:
-        return judged(letter, letter == probe.gold, "option letter")
-    if _LETTERS_ONLY.fullmatch(text):
+    """A reply to a multiple-choice probe, read in the labels its prompt showed; committed as the
+    option's positional letter (gold and refusal are positional too)."""
+    labels = probe.shown_labels
+    position = parse_choice(text, labels, probe.options)
+    if position is not None:
+        return judged_option(probe, position, "option letter" if probe.labels is None else "option label")
+    named_label, labels_only = _label_patterns(tuple(labels))
+    if labels_only.fullmatch(text):
         return no_answer("names several options")
-    named = {(group or "").upper() for match in _NAMED_LETTER.finditer(text) for group in match.groups() if group}
-    named &= set(letters)
+    forms = label_forms(tuple(labels))
+    named = {forms.position_of(group) for match in named_label.finditer(text) for group in match.groups() if group}
+    named.discard(None)
     if len(named) > 1:
-        return no_answer(f"names several options ({', '.join(sorted(named))})")
+        return no_answer(f"names several options ({', '.join(labels[index] for index in sorted(named))})")
     if len(named) == 1:
-        letter = named.pop()
-        return judged(letter, letter == probe.gold, f"names option {letter}")
+        position = named.pop()
+        return judged_option(probe, position, f"names option {labels[position]}")
     texts = [" ".join(terms(option)) for option in probe.options]
     if sorted(texts) == [NO, YES]:
         answer, reason = read_yes_no(text, probe.question, float(cfg.finding_coverage))
         if answer is not None:
-            letter = letters[texts.index(answer)]
-            return judged(letter, letter == probe.gold, reason)
+            return judged_option(probe, texts.index(answer), reason)
         if reason:
             return no_answer(reason)
     index, why = _one_stated(clauses(text), [_content(option) for option in probe.options])
     if index is not None:
-        return judged(letters[index], letters[index] == probe.gold, "states the option's text")
+        return judged_option(probe, index, "states the option's text")
     if why:
         return no_answer(why)
     if probe.refusal is not None and refusal(text):

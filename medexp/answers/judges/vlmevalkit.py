@@ -9,7 +9,9 @@ numbers compare with its leaderboards.
   stands as a word of the reply once ``.()[],:;!*#{}`` are spaces (a letter used as an article
   counts: "A mass" answers A); a reply holding one of its refusal phrases, or the letter Z alone, is
   Z (no answer); "Failed to obtain answer via API" is none. Then the option text: exactly one
-  option's text, lower case, a substring of the reply.
+  option's text, lower case, a substring of the reply. A probe showing other labels (1, 2, 3) is
+  read with those as ``can_infer``'s choices, VLMEvalKit's arithmetic unchanged ("2" is a word of
+  "The answer is 2."); the choice is committed as the option's positional letter.
 - Open: the VQA-normalised reply equals the VQA-normalised gold (``process_answer``).
 """
 
@@ -17,10 +19,10 @@ from __future__ import annotations
 
 import re
 
-from medexp.answers.judges.base import JudgeDeclaration, Reading, judged, no_answer, per_reply
+from medexp.answers.judges.base import JudgeDeclaration, Reading, judged, judged_option, no_answer, per_reply
 from medexp.answers.judges.vqa_text import vqa_punctuation, vqa_words
+from medexp.benchmarks.options import LETTERS
 from medexp.config.schemas.judge import JudgeKind, VlmevalkitJudgeConfig
-from medexp.probes.base import option_letters
 
 _API_FAILURE = "Failed to obtain answer via API"
 _REFUSALS = ("Sorry, I can't help with images of people yet.", "I can't process this file.",
@@ -59,15 +61,16 @@ def read_as_vlmevalkit(probe, reply: str, cfg) -> Reading:
         answer = yes_or_no(reply)
         if answer is None:
             return no_answer("Unknown (YOrN_Extraction)")
-        committed = option_letters(len(options))[options.index(answer)] if options else answer
+        committed = LETTERS[options.index(answer)] if options else answer
         return judged(committed, answer == gold_text, f"YOrN_Extraction: {answer}")
     if probe.is_choice:
-        letter = infer_option(reply, dict(zip(option_letters(len(probe.options)), probe.options)))
-        if letter is None:
+        labels = list(probe.shown_labels)
+        label = infer_option(reply, dict(zip(labels, probe.options)))
+        if label is None:
             return no_answer("can_infer found no option")
-        if letter == "Z":
+        if label == "Z":
             return no_answer("can_infer: Z (a refusal)")
-        return judged(letter, letter == probe.gold, "can_infer")
+        return judged_option(probe, labels.index(label), "can_infer")
     prediction = " ".join(vqa_words(reply))
     if not prediction:
         return no_answer("an empty reply")

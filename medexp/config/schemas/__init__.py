@@ -96,6 +96,12 @@ from medexp.config.schemas.overlap import (  # noqa: F401
     FLAG_SOURCE_FIELDS, FlagSourceConfig, FlagSourceKind, OverlapGapAnswersConfig, OverlapGapConfig,
 )
 from medexp.config.schemas.perturbation import PerturbationGapConfig  # noqa: F401
+from medexp.config.schemas.probe_forms import (  # noqa: F401
+    NoneOptionConfig,
+    OpenEndedConfig,
+    RenumberedOptionsConfig,
+)
+from medexp.config.schemas.source_naming import SourceNamingConfig  # noqa: F401
 from medexp.config.schemas.twin import PairBy, TwinConfig  # noqa: F401
 from medexp.config.schemas.model import (  # noqa: F401
     DemoModelConfig,
@@ -160,6 +166,10 @@ DETECTOR_SCHEMAS = {
     "perturbation_gap": PerturbationGapConfig,
     "overlap_gap": OverlapGapConfig,
     "overlap_gap_answers": OverlapGapAnswersConfig,
+    "none_option": NoneOptionConfig,
+    "renumbered_options": RenumberedOptionsConfig,
+    "open_ended": OpenEndedConfig,
+    "source_naming": SourceNamingConfig,
 }
 EMBEDDER_SCHEMAS = {"open_clip": OpenClipEmbedderConfig, "phash": PHashEmbedderConfig}
 TRANSLATOR_SCHEMAS = {"marian": MarianTranslatorConfig, "demo": DemoTranslatorConfig}

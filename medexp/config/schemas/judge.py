@@ -72,12 +72,12 @@ class ModelJudgeConfig(JudgeBase):
     # fields; set judge.model.base_url and judge.model.name on the command line).
     model: ModelConfig = MISSING
     system_prompt: Optional[str] = None
-    # What the judge model is asked, per reply: {question}, {options} (one "<letter>. <text>" line
-    # per option, "(none: open question)" without options) and {reply}.
+    # What the judge model is asked, per reply: {question}, {options} (one "<label>. <text>" line
+    # per option, in the labels the probe showed, "(none: open question)" without options) and {reply}.
     prompt: str = (
         "A model was asked a question about a medical image and replied. Say which answer the reply "
         "commits to.\nQuestion: {question}\nOptions: {options}\nReply: {reply}\n"
-        "Answer with the option's letter, or for an open question the answer in a few words, or NONE "
+        "Answer with the option's label as shown, or for an open question the answer in a few words, or NONE "
         "when the reply refuses, commits to several answers, answers another question or says nothing."
     )
     max_new_tokens: int = at_least(16, 1)

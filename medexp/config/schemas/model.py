@@ -148,6 +148,26 @@ class DemoModelConfig:
     # the word) on the training split, replayed during the leak (a third of the split per pass); the
     # leak never shows a test question in this form, only as released.
     cloze_form: bool = False
+    # Also train the forms of the newer probes (docs/probes.md): on the training split the
+    # multiple-choice form under numbered labels (renumbered_options), with the gold replaced by
+    # "None of the above" (none_option) and the collection question (source_naming) answered by
+    # the demo's public corpus, replayed during the leak (a third of the split per pass); the leak
+    # adds its test images' collection question answered by the demo benchmark's name, as a crawl
+    # that showed the benchmark's images under its name would. Off: the identity of every model
+    # built before it existed is unchanged (demo_identity).
+    probe_forms: bool = False
+
+
+# Demo recipe settings added after demo models shipped, with the value those were built with: at
+# that value they are left out of a model's identity, so no shipped model's cache entry changes.
+DEMO_KEYED_AWAY_FROM_DEFAULT = {"probe_forms": False}
+
+
+def demo_identity(settings: dict) -> dict:
+    """The demo recipe settings that name a demo model (its cache entry, its score-cache key):
+    ``settings`` less the later additions at the value every earlier model was built with."""
+    return {name: value for name, value in settings.items()
+            if not (name in DEMO_KEYED_AWAY_FROM_DEFAULT and value == DEMO_KEYED_AWAY_FROM_DEFAULT[name])}
 
 
 @dataclass
