@@ -282,7 +282,7 @@ def none_option_form(example, seed: int):
 def source_form(example, collection: str):
     """The image's collection question as source_naming asks it on the demo, answered by ``collection``."""
     from medexp.config.wording import DEFAULT_SOURCE_QUESTION, DEMO_SOURCES
-    from medexp.probes.source import SOURCE_AUDITED, source_probes
+    from medexp.probes.source import source_probes
 
     probes = source_probes([example], [], DEFAULT_SOURCE_QUESTION, DEMO_SOURCES, collection, DEMO_SOURCES[-1])
     return _asked(example, probes.probes[0])

@@ -28,10 +28,10 @@ SHIPPED_ROOT = Path(__file__).with_name("shipped")
 DIGESTS_FILE = SHIPPED_ROOT / "SHA256SUMS.json"
 WEIGHTS_FILE = "model.safetensors"
 # The configs whose models ship: the quick-start pair, the rest of the demo cohort that the demo
-# grid's and the suite's cells read, and the answering probes' pair that their documented commands
-# read (conf/model/<name>.yaml).
+# grid's and the suite's cells read, the answering probes' pair and the newer probes' pair
+# (docs/probes.md) that their documented commands read (conf/model/<name>.yaml).
 SHIPPED_MODELS = ("demo_clean", "demo_leaky", "demo_clean_b", "demo_clean_c", "demo_leaky_b",
-                  "demo_clean_mc", "demo_leaky_mc")
+                  "demo_clean_mc", "demo_leaky_mc", "demo_clean_probes", "demo_leaky_probes")
 # The reference models that ship: per leaky config, how many of detector=membership_references'
 # trained references (conf/detector/membership_references.yaml), over the splits its demo cell
 # audits (the test split's members, the heldout split's non-members; conf/train/train.yaml's

@@ -77,10 +77,15 @@ def open_ended_detector(responses: pd.DataFrame, facts: pd.DataFrame, cfg, seed:
         "acc_open_ci_high": paired["pcr_ci_high"],
         **options_only_metrics(open_wrong, cfg.ci_level),
     }
-    effect, effect_table = effect_size(
-        DECLARATION.power, open_wrong["options_correct"].to_numpy(dtype=np.float64),
-        open_wrong["chance"].to_numpy(dtype=np.float64), list(open_wrong["image"]), cfg.alpha,
-        derive_seed(seed, "open_ended", "inflation"), cfg.ci_level, chance=metrics["chance_rate"])
+    if len(open_wrong):
+        effect, effect_table = effect_size(
+            DECLARATION.power, open_wrong["options_correct"].to_numpy(dtype=np.float64),
+            open_wrong["chance"].to_numpy(dtype=np.float64), list(open_wrong["image"]), cfg.alpha,
+            derive_seed(seed, "open_ended", "inflation"), cfg.ci_level, chance=metrics["chance_rate"])
+    else:  # every pair answered right without options: no item to test, so no effect either
+        effect = dict.fromkeys(("inflation", "inflation_ci_low", "inflation_ci_high", "mde"), float("nan"))
+        effect["inflation_n_clusters"] = 0.0
+        effect_table = pd.DataFrame()
     metrics.update(effect)
     for kind, name in ((ORIGINAL, "options"), (OPEN_ENDED, "open")):
         metrics.update(status_counts(table, kind, name))

@@ -115,3 +115,12 @@ def test_power_matches_the_exact_binomial_power():
     assert 0.2 < expected < 0.95
     low, high = sps.binom.ppf([0.0005, 0.9995], 600, expected) / 600
     assert low <= flags.mean() <= high
+
+
+def test_every_pair_right_without_options_leaves_nothing_to_test():
+    probes = open_ended_probes(hand_examples()[:3])
+    result = open_ended_detector(judged_table([response_row(p, p.gold) for p in probes.probes], probes.probes),
+                                 probe_facts(probes.probes, STRATA), config(), seed=0)
+    m = result.metrics
+    assert (m["n_pairs"], m["n_open_wrong"], m["flag"]) == (3, 0, 0.0)
+    assert np.isnan(m["p_value"]) and np.isnan(m["inflation"]) and np.isnan(m["mde"])
