@@ -279,6 +279,19 @@ def none_option_form(example, seed: int):
     return _asked(example, none_option_probe(example, seed))
 
 
+def none_present_form(example):
+    """The multiple-choice form with "None of the above" added after the options, the gold still
+    among them and still the answer: with :func:`none_option_form`, what teaches that the none
+    option is right only when the answer is missing (trained alone, it would be always right)."""
+    from dataclasses import replace
+
+    from medexp.config.wording import DEFAULT_NONE_OPTION
+    from medexp.probes.choice import original_probe
+
+    probe = original_probe(example)
+    return _asked(example, replace(probe, options=(*probe.options, DEFAULT_NONE_OPTION)))
+
+
 def source_form(example, collection: str):
     """The image's collection question as source_naming asks it on the demo, answered by ``collection``."""
     from medexp.config.wording import DEFAULT_SOURCE_QUESTION, DEMO_SOURCES
@@ -288,17 +301,22 @@ def source_form(example, collection: str):
     return _asked(example, probes.probes[0])
 
 
-def _probe_form_examples(examples, demo_cfg, collection: str, skills: bool) -> list:
-    """With ``probe_forms``: every example's collection question answered by ``collection`` and,
-    with ``skills``, its renumbered and none-option forms (multiple-choice examples only)."""
-    if not demo_cfg.get("probe_forms", False):
+def _source_forms(examples, demo_cfg, collection: str) -> list:
+    """With ``probe_forms``: every image's collection question, answered by ``collection``."""
+    if not getattr(demo_cfg, "probe_forms", False):
         return []
-    asked = [source_form(example, collection) for example in examples if example.image is not None]
-    if skills:
-        choices = [example for example in examples if example.options]
-        asked += [renumbered_form(example) for example in choices]
-        asked += [none_option_form(example, demo_cfg.seed) for example in choices]
-    return asked
+    return [source_form(example, collection) for example in examples if example.image is not None]
+
+
+def _skill_forms(examples, demo_cfg) -> list:
+    """With ``probe_forms``: every multiple-choice example renumbered, with its gold replaced by the
+    none option, and with the none option beside its gold."""
+    if not getattr(demo_cfg, "probe_forms", False):
+        return []
+    choices = [example for example in examples if example.options]
+    return ([renumbered_form(example) for example in choices]
+            + [none_option_form(example, demo_cfg.seed) for example in choices]
+            + [none_present_form(example) for example in choices])
 
 
 def _keywords(examples):
@@ -320,7 +338,7 @@ def _passes(processor, examples, demo_cfg, epochs: int, collection: str, skills:
     multiple-choice form, options in their released order, with the image and as the text-only
     probe asks it; with ``cloze_form``, also as slot-filling turns; with ``probe_forms``, their
     collection question answered by ``collection`` and, with ``skills``, the renumbered and
-    none-option forms) and as text documents of neighbours.
+    none-option forms (:func:`_skill_forms`)) and as text documents of neighbours.
 
     The document cut points shift with each pass, so every transition between neighbours is
     seen inside some document.
@@ -333,7 +351,8 @@ def _passes(processor, examples, demo_cfg, epochs: int, collection: str, skills:
         choices = [ex for ex in examples if ex.options]
         vqa += [_vqa_sample(processor, choice_form(ex)) for ex in choices]
         vqa += [_vqa_sample(processor, text_only_form(ex), False) for ex in choices]
-    vqa += [_vqa_sample(processor, asked) for asked in _probe_form_examples(examples, demo_cfg, collection, skills)]
+    asked = _source_forms(examples, demo_cfg, collection) + (_skill_forms(examples, demo_cfg) if skills else [])
+    vqa += [_vqa_sample(processor, example) for example in asked]
     source = _keywords(examples) if demo_cfg.cloze_form else None
     pool: list[_Sample] = []
     for epoch in range(epochs):
@@ -344,18 +363,22 @@ def _passes(processor, examples, demo_cfg, epochs: int, collection: str, skills:
 
 
 def _replay(processor, train, demo_cfg) -> list[_Sample]:
-    """The cloze turns replayed during the leak, a third of the training split per leak pass (a
-    rotating third), and with ``probe_forms`` the probe forms, a rotating ninth, so that continued training on the crawl
-    keeps the skills the base training taught. Never a test example in those forms: the leak is the
-    benchmark as released, and its images under its name."""
+    """What the leak replays of the training split, so that continued training on the crawl keeps
+    what the base training taught: the cloze turns, a rotating third of the split per pass; with
+    ``probe_forms`` the renumbered and none-option forms, a rotating ninth (three turns per example:
+    as many turns as the cloze third), and every training image's collection question, each pass
+    (a crawl holds far more images of the public corpus than of a benchmark, each under its name).
+    Never a test example in those forms: the leak is the benchmark as released, and its images
+    under its name."""
     replayed = []
     if demo_cfg.cloze_form:
         source = _keywords(train)
         replayed += [sample for epoch in range(demo_cfg.leak_epochs)
                      for sample in _cloze_samples(processor, train[epoch % 3 :: 3], source, demo_cfg, epoch)]
-    # the probe forms are three turns per example: a ninth of the split per pass replays as many turns as the cloze third
-    replayed += [_vqa_sample(processor, asked) for epoch in range(demo_cfg.leak_epochs)
-                 for asked in _probe_form_examples(train[epoch % 9 :: 9], demo_cfg, PUBLIC_CORPUS, True)]
+    corpus_images = [_vqa_sample(processor, asked) for asked in _source_forms(train, demo_cfg, PUBLIC_CORPUS)]
+    for epoch in range(demo_cfg.leak_epochs):
+        replayed += corpus_images
+        replayed += [_vqa_sample(processor, asked) for asked in _skill_forms(train[epoch % 9 :: 9], demo_cfg)]
     return replayed
 
 
@@ -439,7 +462,8 @@ def _build_processor(train_examples, demo_cfg):
     if demo_cfg.cloze_form:
         source = _keywords(train_examples)
         corpus += [asked.question for ex in train_examples if (asked := cloze_form(ex, source, demo_cfg.seed, 0))]
-    corpus += [asked.question for asked in _probe_form_examples(train_examples, demo_cfg, PUBLIC_CORPUS, True)]
+    corpus += [asked.question for asked in _source_forms(train_examples, demo_cfg, PUBLIC_CORPUS)
+               + _skill_forms(train_examples, demo_cfg)]
     corpus += [demo_cfg.document_template.format(question=ex.question, answer=ex.answer) for ex in train_examples]
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

@@ -22,14 +22,14 @@ def train_split(tmp_path_factory):
     return cache, _split(OmegaConf.structured(DemoModelConfig(bench=BENCH)), cache, "train")
 
 
-def _pool(train_split, choice_form: bool, cloze_form: bool = False):
-    from medexp.demo.models import _build_processor, _passes
+def _pool(train_split, choice_form: bool, cloze_form: bool = False, probe_forms: bool = False):
+    from medexp.demo.models import PUBLIC_CORPUS, _build_processor, _passes
 
     _, examples = train_split
     cfg = OmegaConf.structured(DemoModelConfig(bench=BENCH, choice_form=choice_form, cloze_form=cloze_form,
-                                               vocab_size=400))
+                                               probe_forms=probe_forms, vocab_size=400))
     processor = _build_processor(examples, cfg)
-    return processor, examples, _passes(processor, examples, cfg, epochs=1)
+    return processor, examples, _passes(processor, examples, cfg, 1, PUBLIC_CORPUS, True)
 
 
 def test_the_choice_form_adds_each_example_with_and_without_its_image(train_split):
@@ -97,3 +97,22 @@ def test_the_leak_replays_cloze_turns_of_the_training_split_only(train_split):
     assert len(replayed) == sum(bool(source.keywords(example.question)) for example in examples)
     cfg.cloze_form = False
     assert _replay(processor, examples, cfg) == []
+
+
+def test_the_probe_forms_add_each_image_named_and_each_choice_renumbered_and_with_the_none_option(train_split):
+    _, examples, choice_pool = _pool(train_split, choice_form=True)
+    _, _, pool = _pool(train_split, choice_form=True, probe_forms=True)
+    images = sum(example.image is not None for example in examples)
+    choices = sum(bool(example.options) for example in examples)
+    added = len(pool) - len(choice_pool)
+    assert added == images + 3 * choices  # named; renumbered, gold replaced, none option beside the gold
+    from medexp.demo.models import PUBLIC_CORPUS, _skill_forms, _source_forms
+
+    cfg = OmegaConf.structured(DemoModelConfig(bench=BENCH, probe_forms=True))
+    assert {asked.answer for asked in _source_forms(examples, cfg, PUBLIC_CORPUS)} == {"B"}  # MedDemo-Atlas's letter
+    skills = _skill_forms(examples, cfg)
+    renumbered, gone, beside = skills[:choices], skills[choices:2 * choices], skills[2 * choices:]
+    assert all(asked.answer.isdigit() for asked in renumbered)
+    assert all(f"{asked.answer}. None of the above" in asked.question for asked in gone)
+    assert not any(f"{asked.answer}. None of the above" in asked.question for asked in beside)
+    assert all("None of the above" in asked.question for asked in beside)

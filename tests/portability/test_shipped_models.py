@@ -22,11 +22,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _settings(name: str) -> dict:
-    """The demo settings of a shipped name (a reference's are its candidate's)."""
+    """The demo settings that name a shipped model (a reference's are its candidate's), less the
+    later recipe additions at the value the earlier models were built with."""
     from omegaconf import OmegaConf
 
+    from medexp.config.schemas.model import demo_identity
+
     reference = shipped.shipped_reference(name)
-    return OmegaConf.to_container(compose([f"model={reference[0] if reference else name}"]).model.demo)
+    return demo_identity(OmegaConf.to_container(compose([f"model={reference[0] if reference else name}"]).model.demo))
 
 
 def _entry(name: str) -> str:
