@@ -104,12 +104,14 @@ def simulated_flags(p_kept, p_none, n, seeds, alpha=0.01):
     return np.array(flags, dtype=float)
 
 
+@pytest.mark.extended  # simulated flag rates: the slow checks run after the default suite
 def test_null_a_blind_guesser_flags_at_most_alpha():
     # four or five options, a uniform guess: kept and none are each 1/k; 1/4.5 on average
     flags = simulated_flags(0.22, 0.22, 120, range(600))
     assert flags.mean() <= sps.binom.ppf(0.999, 600, 0.01) / 600
 
 
+@pytest.mark.extended  # simulated flag rates: the slow checks run after the default suite
 def test_power_matches_the_exact_sign_test_power():
     flags = simulated_flags(0.35, 0.2, 120, range(600))
     expected = exact_power(120, 0.35, 0.2, 0.01)

@@ -102,11 +102,13 @@ def simulated_flags(know, options_only, n, seeds, alpha=0.01):
     return np.array(flags, dtype=float)
 
 
+@pytest.mark.extended  # simulated flag rates: the slow checks run after the default suite
 def test_null_a_model_that_knows_or_guesses_flags_at_most_alpha():
     flags = simulated_flags(0.4, 0.0, 150, range(600))
     assert flags.mean() <= sps.binom.ppf(0.999, 600, 0.01) / 600
 
 
+@pytest.mark.extended  # simulated flag rates: the slow checks run after the default suite
 def test_power_matches_the_exact_binomial_power():
     flags = simulated_flags(0.0, 0.1, 150, range(600))
     critical = int(sps.binom.isf(0.01, 150, 0.25)) + 1  # the smallest k with P(X >= k) < 0.01
