@@ -49,7 +49,7 @@ from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, 
 from medexp.kernel.hashing import derive_seed
 from medexp.probes.choice import ORIGINAL
 from medexp.probes.option_forms import OPEN_ENDED
-from medexp.stats.detector_power import ABOVE_CHANCE, PowerFormula
+from medexp.stats.detector_power import ABOVE_CHANCE, ACCURACY_ABOVE_CHANCE, PowerFormula
 from medexp.stats.paired import accuracy_above_chances, wilson_interval
 
 
@@ -142,7 +142,7 @@ DECLARATION = DetectorDeclaration(
     inputs=frozenset({Input.answers}),
     controls=SCORING_CONTROLS,
     power=PowerFormula(ABOVE_CHANCE, "one", "items with options (an upper bound: the test reads those answered "
-                       "wrong without options)", "accuracy above chance (fraction; 0.05 = 5 accuracy points)",
+                       "wrong without options)", ACCURACY_ABOVE_CHANCE,
                        "one-sided exact test: right with options, where wrong without, above chance"),
     power_count="medexp.evaluators.power_counts:items_with_options",
     docs="docs/probes.md#open_ended-the-question-without-its-options",

@@ -66,7 +66,7 @@ from medexp.detectors.declaration import SCORING_CONTROLS, DetectorDeclaration, 
 from medexp.kernel.hashing import derive_seed
 from medexp.probes.choice import ORIGINAL, TEXT_ONLY
 from medexp.stats.paired import accuracy_above_chances, wilson_interval
-from medexp.stats.detector_power import ABOVE_CHANCE, PowerFormula
+from medexp.stats.detector_power import ABOVE_CHANCE, ACCURACY_ABOVE_CHANCE, PowerFormula
 
 
 def text_only_detector(responses: pd.DataFrame, facts: pd.DataFrame, cfg, seed: int,
@@ -206,7 +206,7 @@ DECLARATION = DetectorDeclaration(
     probes="medexp.evaluators.mmdetect:text_only_probes",
     inputs=frozenset({Input.answers}),
     controls=SCORING_CONTROLS,
-    power=PowerFormula(ABOVE_CHANCE, "one", "items with options", "accuracy above chance (fraction; 0.05 = 5 accuracy points)",
+    power=PowerFormula(ABOVE_CHANCE, "one", "items with options", ACCURACY_ABOVE_CHANCE,
                        "one-sided exact test: text-only accuracy above the chance rate"),
     power_count="medexp.evaluators.power_counts:items_with_options",
     docs="docs/mmdetect.md#text_only-the-unimodal-leakage-probe",

@@ -33,6 +33,7 @@ MDE_POWER = 0.8  # the power at which a cell's logged MDE is stated
 _SMALLEST_N = {SPEARMAN: 4, ONE_SAMPLE_T: 2, TWO_SAMPLE_T: 2}  # Fisher's z needs n - 3 > 0; a t-test two values (per sample)
 
 ACCURACY_DIFFERENCE = "accuracy difference (fraction; 0.05 = 5 accuracy points)"  # the McNemar detectors' effect unit
+ACCURACY_ABOVE_CHANCE = "accuracy above chance (fraction; 0.05 = 5 accuracy points)"  # the chance-test detectors' effect unit
 
 
 class NoPowerFormula(LookupError):
